@@ -1,0 +1,24 @@
+"""tapegrad: PyTorch-style reverse-mode autograd on a flat tape, compiled with Numba."""
+from ._engine.cache import kernel_cache as _kernel_cache
+
+with _kernel_cache():
+    from .ops import elementwise as _elementwise  # noqa: F401  (registers the op table)
+    from .ops import reduce as _reduce  # noqa: F401
+    from .ops import linalg as _linalg  # noqa: F401
+    from .ops import shape as _shape  # noqa: F401
+
+from ._dtype import dtype, float32, float64, int64, bool_ as bool, float, double, long  # noqa: A004
+from .tensor import Tensor, Size, _install as _install_methods
+from ._creation import (tensor, empty, zeros, ones, full, arange, rand, randn, zeros_like,
+                        ones_like, empty_like, full_like, rand_like, randn_like, from_numpy,
+                        manual_seed)
+from . import _functions
+from ._functions import *  # noqa: F401,F403  (module-level op spellings)
+from . import autograd
+from .autograd import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
+from . import testing
+
+_install_methods()
+_functions.install()
+
+__version__ = "0.1.0"

@@ -1,0 +1,165 @@
+"""Making tensors: from data, filled, random (tapegrad's own seeded generator)."""
+import numbers
+
+import numpy as np
+
+from . import _dtype as D
+from ._engine import layout as L
+from ._engine import core
+from .tensor import Tensor, E, _wrap, _numpy_view
+
+_GEN = [np.random.Generator(np.random.PCG64(0))]
+
+
+def manual_seed(seed):
+    """Seed tapegrad's generator (used by rand, randn and, later, nn init and dropout)."""
+    if not isinstance(seed, numbers.Integral):
+        raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")
+    _GEN[0] = np.random.Generator(np.random.PCG64(int(seed)))
+    return _GEN[0]
+
+
+def _size(size, fn):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise TypeError(f"{fn}(): size must be a sequence of ints, got {size!r}")
+        if s < 0:
+            raise RuntimeError(f"{fn}(): negative dimension {s}")
+        out.append(int(s))
+    if len(out) > L.MAXD:
+        raise RuntimeError(f"{fn}(): tapegrad tensors have at most {L.MAXD} dims, got {len(out)}")
+    return tuple(out)
+
+
+def _dtype_arg(dtype, default=D.float32):
+    if dtype is None:
+        return default
+    if isinstance(dtype, D.dtype):
+        return dtype
+    raise TypeError(f"dtype must be a tapegrad dtype (tapegrad.float32, ...), got {dtype!r}")
+
+
+def empty(*size, dtype=None, requires_grad=False, _zero=False):
+    shape = _size(size, "empty")
+    dt = _dtype_arg(dtype)
+    E.iargs[:len(shape)] = shape
+    t = _wrap(E.call(core.new_tensor, dt.code, len(shape), _zero))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _from_array(arr, dt, requires_grad):
+    arr = np.asarray(arr, dtype=dt.np)
+    if arr.ndim > L.MAXD:
+        raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {arr.ndim}")
+    E.iargs[:arr.ndim] = arr.shape
+    t = _wrap(E.call(core.new_tensor, dt.code, arr.ndim, False))
+    _numpy_view(t)[...] = arr
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new leaf holding a copy of data (nested lists, scalars, NumPy arrays, tensors)."""
+    if isinstance(data, Tensor):
+        data = data.detach().numpy()
+    if isinstance(data, np.ndarray):
+        dt = dtype or D.from_numpy_dtype(data.dtype if data.dtype != np.float16 else np.float32)
+        return _from_array(data, _dtype_arg(dt), requires_grad)
+    arr = np.asarray(data)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"tensor(): could not infer a dtype from {type(data).__name__}")
+    if dtype is None:
+        dtype = {"b": D.bool_, "i": D.int64, "u": D.int64, "f": D.float32}[arr.dtype.kind]
+    return _from_array(arr, _dtype_arg(dtype), requires_grad)
+
+
+def from_numpy(arr):
+    """A tensor sharing arr's memory (writes show through both ways), as in PyTorch."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    dt = D.from_numpy_dtype(arr.dtype)
+    if arr.ndim > L.MAXD:
+        raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {arr.ndim}")
+    if not arr.dtype.isnative:
+        raise ValueError("from_numpy: the array is not in native byte order")
+    st = arr.strides
+    if any(s < 0 or s % dt.itemsize for s in st):
+        raise ValueError("from_numpy: arrays with negative or unaligned strides are not "
+                         "supported; pass np.ascontiguousarray(arr)")
+    E.iargs[:arr.ndim] = arr.shape
+    E.iargs[arr.ndim:2 * arr.ndim] = [s // dt.itemsize for s in st]
+    nbytes = max(arr.nbytes, 1)
+    i = E.call(core.adopt, arr.ctypes.data, nbytes, dt.code, arr.ndim, 0)
+    E.ext[int(E.meta[i, L.M_SID])] = arr
+    return _wrap(i)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    if dtype is None:
+        dtype = (D.bool_ if isinstance(fill_value, bool) else
+                 D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
+    t = empty(*_size((size,), "full"), dtype=dtype)
+    _numpy_view(t)[...] = fill_value
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    return empty(*size, dtype=dtype, requires_grad=requires_grad, _zero=True)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    t = empty(*size, dtype=dtype)
+    _numpy_view(t)[...] = 1
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    vals = [start, end, step]
+    if dtype is None:
+        dtype = D.int64 if all(isinstance(v, numbers.Integral) for v in vals) else D.float32
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    arr = np.arange(start, end, step, dtype=np.float64 if dtype.is_floating_point else np.int64)
+    return _from_array(arr, dtype, requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False):
+    dt = _dtype_arg(dtype)
+    shape = _size(size, "rand")
+    return _from_array(_GEN[0].random(shape, dtype=dt.np), dt, requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False):
+    dt = _dtype_arg(dtype)
+    shape = _size(size, "randn")
+    return _from_array(_GEN[0].standard_normal(shape, dtype=dt.np), dt, requires_grad)
+
+
+def _like(fn):
+    def like(t, dtype=None, requires_grad=False):
+        return fn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    like.__name__ = fn.__name__ + "_like"
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+rand_like = _like(rand)
+randn_like = _like(randn)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)

@@ -1,0 +1,47 @@
+"""tapegrad dtypes: float32 (the default, as in PyTorch), float64, int64, bool."""
+import numpy as np
+
+from ._engine import layout as L
+
+
+class dtype:
+    __slots__ = ("name", "code", "np", "is_floating_point", "itemsize", "tensor_type")
+
+    def __init__(self, name, code, np_dtype, is_float, tensor_type):
+        self.name = name
+        self.code = code
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = is_float
+        self.itemsize = self.np.itemsize
+        self.tensor_type = tensor_type
+
+    def __repr__(self):
+        return f"tapegrad.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+float32 = dtype("float32", L.F32, np.float32, True, "FloatTensor")
+float64 = dtype("float64", L.F64, np.float64, True, "DoubleTensor")
+int64 = dtype("int64", L.I64, np.int64, False, "LongTensor")
+bool_ = dtype("bool", L.BOOL, np.bool_, False, "BoolTensor")
+float = float32     # noqa: A001  (PyTorch's aliases)
+double = float64
+long = int64
+
+BY_CODE = (float32, float64, int64, bool_)
+_NUMPY = {np.dtype(np.float32): float32, np.dtype(np.float64): float64,
+          np.dtype(np.int64): int64, np.dtype(np.bool_): bool_}
+
+
+def _by_name(name):
+    return {"float32": float32, "float64": float64, "int64": int64, "bool": bool_}[name]
+
+
+def from_numpy_dtype(npd):
+    d = _NUMPY.get(np.dtype(npd))
+    if d is None:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{np.dtype(npd).name}. "
+                        "The only supported types are: float64, float32, int64, and bool.")
+    return d

@@ -1,0 +1,941 @@
+"""The flat world: allocation, reference counts, recording a row, the reverse sweep.
+
+Everything here is compiled once (cache=True) and reaches its tables through the ctx
+array's addresses. Per-op kernels (tapegrad.ops) are called through the FWD/BWD tables of
+function addresses, so this module never grows with the number of ops.
+"""
+import numpy as np
+from numba import njit
+
+from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
+from .lowlevel import (ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
+                       err_of, work_of, opinfo_of, fwd_table, bwd_table, f32_at, f64_at,
+                       i64_at, u8_at, call_kernel, c_malloc, c_calloc, c_free)
+
+
+# ---------------------------------------------------------------- small helpers
+@njit(cache=True)
+def itemsize(dt):
+    if dt == F32:
+        return 4
+    if dt == BOOL:
+        return 1
+    return 8
+
+
+@njit(cache=True)
+def numel_of(M, t):
+    return M[t, M_NUMEL]
+
+
+@njit(cache=True)
+def is_contiguous(M, t):
+    nd = M[t, M_NDIM]
+    expect = 1
+    for d in range(nd - 1, -1, -1):
+        n = M[t, M_SHAPE + d]
+        if n != 1 and M[t, M_STRIDE + d] != expect:
+            return False
+        expect *= n
+    return True
+
+
+@njit(cache=True)
+def data_addr(C, t):
+    M = meta_of(C)
+    S = stor_of(C)
+    return S[M[t, M_SID], S_ADDR] + M[t, M_OFF] * itemsize(M[t, M_DTYPE])
+
+
+@njit(cache=True)
+def set_contiguous_strides(M, t):
+    nd = M[t, M_NDIM]
+    st = 1
+    for d in range(nd - 1, -1, -1):
+        M[t, M_STRIDE + d] = st
+        st *= M[t, M_SHAPE + d]
+    M[t, M_NUMEL] = st
+
+
+# ---------------------------------------------------------------- allocation
+@njit(cache=True)
+def stor_new(C, nbytes, zero):
+    """A storage of nbytes (refcount 0). Returns -1 when the table is full, -2 when
+    malloc fails. Callers reserve table room first, so -1 never happens mid-op."""
+    S = stor_of(C)
+    sid = C[C_STOR_FREE]
+    if sid < 0:
+        return -1
+    nb = nbytes if nbytes > 8 else 8
+    if zero:
+        addr = c_calloc(1, nb)
+    else:
+        addr = c_malloc(nb)
+    if addr == 0:
+        return -2
+    C[C_STOR_FREE] = S[sid, S_NEXT]
+    S[sid, S_ADDR] = addr
+    S[sid, S_NBYTES] = nb
+    S[sid, S_REFS] = 0
+    S[sid, S_VERSION] = 0
+    S[sid, S_KIND] = 0
+    S[sid, S_NEXT] = -1
+    C[C_LIVE_STOR] += 1
+    C[C_BYTES] += nb
+    return sid
+
+
+@njit(cache=True)
+def meta_new(C, sid, off, nd, dt):
+    """A tensor id over storage sid (which it holds); shape and strides are the caller's."""
+    M = meta_of(C)
+    t = C[C_META_FREE]
+    C[C_META_FREE] = M[t, M_NEXT]
+    M[t, :] = 0
+    M[t, M_SID] = sid
+    M[t, M_OFF] = off
+    M[t, M_NDIM] = nd
+    M[t, M_DTYPE] = dt
+    M[t, M_ROW] = -1
+    M[t, M_GRAD] = -1
+    M[t, M_SRCOP] = -1
+    M[t, M_GTMP] = -1
+    M[t, M_NEXT] = -1
+    S = stor_of(C)
+    S[sid, S_REFS] += 1
+    C[C_LIVE_META] += 1
+    return t
+
+
+@njit(cache=True)
+def meta_contiguous(C, dt, nd, shape, zero):
+    """A fresh contiguous tensor of the given shape (shape[0:nd]); -2 if out of memory."""
+    n = 1
+    for d in range(nd):
+        n *= shape[d]
+    sid = stor_new(C, n * itemsize(dt), zero)
+    if sid < 0:
+        return sid
+    t = meta_new(C, sid, 0, nd, dt)
+    M = meta_of(C)
+    for d in range(nd):
+        M[t, M_SHAPE + d] = shape[d]
+    set_contiguous_strides(M, t)
+    return t
+
+
+@njit(cache=True)
+def meta_alias(C, t):
+    """A tensor sharing t's storage, layout and version counter, without history
+    (detach(), and what a row saves). Remembers which op produced t, for messages."""
+    M = meta_of(C)
+    a = meta_new(C, M[t, M_SID], M[t, M_OFF], M[t, M_NDIM], M[t, M_DTYPE])
+    for d in range(MAXD):
+        M[a, M_SHAPE + d] = M[t, M_SHAPE + d]
+        M[a, M_STRIDE + d] = M[t, M_STRIDE + d]
+    M[a, M_NUMEL] = M[t, M_NUMEL]
+    r = M[t, M_ROW]
+    if r >= 0:
+        T = tape_of(C)
+        M[a, M_SRCOP] = T[r, R_OP]
+        M[a, M_SRCIDX] = M[t, M_OIDX]
+    return a
+
+
+@njit(cache=True)
+def row_new(C):
+    T = tape_of(C)
+    r = C[C_TAPE_FREE]
+    C[C_TAPE_FREE] = T[r, R_NEXT]
+    T[r, :] = -1
+    T[r, R_REFS] = 0
+    T[r, R_STATE] = RS_LIVE
+    T[r, R_NIN] = 0
+    T[r, R_NOUT] = 0
+    T[r, R_DEPS] = 0
+    C[C_LIVE_ROWS] += 1
+    return r
+
+
+@njit(cache=True)
+def row_discard(C, r):
+    """Give back a row that holds nothing (an op that was not recorded)."""
+    T = tape_of(C)
+    T[r, R_STATE] = 0
+    T[r, R_NEXT] = C[C_TAPE_FREE]
+    C[C_TAPE_FREE] = r
+    C[C_LIVE_ROWS] -= 1
+
+
+# ---------------------------------------------------------------- release
+KIND_META, KIND_ROW, KIND_STOR = 0, 1, 2
+
+
+@njit(cache=True)
+def _dec(C, W, n, kind, i):
+    if kind == KIND_META:
+        M = meta_of(C)
+        M[i, M_REFS] -= 1
+        if M[i, M_REFS] == 0:
+            W[n] = i * 4 + kind
+            return n + 1
+    elif kind == KIND_ROW:
+        T = tape_of(C)
+        T[i, R_REFS] -= 1
+        if T[i, R_REFS] == 0:
+            W[n] = i * 4 + kind
+            return n + 1
+    else:
+        S = stor_of(C)
+        S[i, S_REFS] -= 1
+        if S[i, S_REFS] == 0:
+            W[n] = i * 4 + kind
+            return n + 1
+    return n
+
+
+@njit(cache=True)
+def decref(C, kind, i):
+    """Drop one reference; frees what reaches zero, iteratively (deep graphs never
+    recurse). The work list is a ctx scratch array sized to the tables by Python."""
+    W = work_of(C)
+    n = _dec(C, W, 0, kind, i)
+    M = meta_of(C)
+    T = tape_of(C)
+    S = stor_of(C)
+    while n > 0:
+        n -= 1
+        item = W[n]
+        kind = item & 3
+        i = item >> 2
+        if kind == KIND_META:
+            n = _dec(C, W, n, KIND_STOR, M[i, M_SID])
+            if M[i, M_ROW] >= 0:
+                n = _dec(C, W, n, KIND_ROW, M[i, M_ROW])
+            if M[i, M_GRAD] >= 0:
+                n = _dec(C, W, n, KIND_META, M[i, M_GRAD])
+            if M[i, M_GTMP] >= 0:
+                n = _dec(C, W, n, KIND_STOR, M[i, M_GTMP])
+            if M[i, M_FLAGS] & FL_RETAIN:
+                C[C_NRETAIN] -= 1
+            M[i, M_FLAGS] = 0
+            M[i, M_NEXT] = C[C_META_FREE]
+            C[C_META_FREE] = i
+            C[C_LIVE_META] -= 1
+        elif kind == KIND_ROW:
+            for k in range(T[i, R_NIN]):
+                base = R_IN + k * IW
+                if T[i, base + IN_ROW] >= 0:
+                    n = _dec(C, W, n, KIND_ROW, T[i, base + IN_ROW])
+                elif T[i, base + IN_T] >= 0:
+                    n = _dec(C, W, n, KIND_META, T[i, base + IN_T])
+                if T[i, base + IN_SAVED] >= 0:
+                    n = _dec(C, W, n, KIND_META, T[i, base + IN_SAVED])
+            if T[i, R_OSAVED] >= 0:
+                n = _dec(C, W, n, KIND_META, T[i, R_OSAVED])
+            if T[i, R_GBUF] >= 0:
+                n = _dec(C, W, n, KIND_STOR, T[i, R_GBUF])
+            T[i, R_STATE] = 0
+            T[i, R_NEXT] = C[C_TAPE_FREE]
+            C[C_TAPE_FREE] = i
+            C[C_LIVE_ROWS] -= 1
+        else:
+            if S[i, S_KIND] == 0:
+                c_free(S[i, S_ADDR])
+                C[C_BYTES] -= S[i, S_NBYTES]
+            else:
+                q = i64_at(C[C_EXTQ], C[C_STOR_CAP])
+                q[C[C_EXTN]] = i
+                C[C_EXTN] += 1
+            S[i, S_ADDR] = 0
+            S[i, S_NEXT] = C[C_STOR_FREE]
+            C[C_STOR_FREE] = i
+            C[C_LIVE_STOR] -= 1
+
+
+@njit(cache=True)
+def release_ids(caddr, ids):
+    """Wrappers of these ids died (queued by Tensor.__del__ and flushed in batches)."""
+    C = ctx_of(caddr)
+    for j in range(ids.shape[0]):
+        decref(C, KIND_META, ids[j])
+    return 0
+
+
+@njit(cache=True)
+def incref_meta(caddr, t):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    M[t, M_REFS] += 1
+    return 0
+
+
+@njit(cache=True)
+def incref_row(caddr, r):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    T[r, R_REFS] += 1
+    return 0
+
+
+@njit(cache=True)
+def decref_row(caddr, r):
+    C = ctx_of(caddr)
+    decref(C, KIND_ROW, r)
+    return 0
+
+
+# ---------------------------------------------------------------- typed loops
+@njit(cache=True)
+def copy_strided(C, t, dst_addr):
+    """Gather tensor t (any layout, any dtype) into a contiguous buffer."""
+    M = meta_of(C)
+    S = stor_of(C)
+    dt = M[t, M_DTYPE]
+    n = M[t, M_NUMEL]
+    nd = M[t, M_NDIM]
+    base = S[M[t, M_SID], S_ADDR]
+    cap = S[M[t, M_SID], S_NBYTES] // itemsize(dt)
+    off = M[t, M_OFF]
+    if dt == F32:
+        _gather(f32_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], f32_at(dst_addr, n))
+    elif dt == F64:
+        _gather(f64_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], f64_at(dst_addr, n))
+    elif dt == I64:
+        _gather(i64_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], i64_at(dst_addr, n))
+    else:
+        _gather(u8_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], u8_at(dst_addr, n))
+
+
+@njit(cache=True)
+def _gather(src, off, shape, strides, dst):
+    nd = shape.shape[0]
+    n = dst.shape[0]
+    if n == 0:
+        return
+    if nd == 0:
+        dst[0] = src[off]
+        return
+    idx = np.zeros(nd, np.int64)
+    inner = shape[nd - 1]
+    si = strides[nd - 1]
+    p = off
+    o = 0
+    while o < n:
+        for j in range(inner):
+            dst[o + j] = src[p + j * si]
+        o += inner
+        d = nd - 2
+        while d >= 0:
+            idx[d] += 1
+            p += strides[d]
+            if idx[d] < shape[d]:
+                break
+            p -= strides[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+@njit(cache=True)
+def add_into(dt, dst_addr, src_addr, n):
+    if dt == F32:
+        d = f32_at(dst_addr, n)
+        s = f32_at(src_addr, n)
+        for i in range(n):
+            d[i] += s[i]
+    else:
+        d64 = f64_at(dst_addr, n)
+        s64 = f64_at(src_addr, n)
+        for i in range(n):
+            d64[i] += s64[i]
+
+
+@njit(cache=True)
+def add_one(dt, dst_addr, n):
+    if dt == F32:
+        d = f32_at(dst_addr, n)
+        for i in range(n):
+            d[i] += np.float32(1.0)
+    else:
+        d64 = f64_at(dst_addr, n)
+        for i in range(n):
+            d64[i] += 1.0
+
+
+# ---------------------------------------------------------------- shapes
+@njit(cache=True)
+def broadcast_shape(M, a, b, out):
+    """Broadcast shapes of a and b (b < 0: a Python scalar) into out; returns ndim or -1."""
+    na = M[a, M_NDIM]
+    if b < 0:
+        for d in range(na):
+            out[d] = M[a, M_SHAPE + d]
+        return na
+    nb = M[b, M_NDIM]
+    nd = na if na > nb else nb
+    for d in range(nd):
+        da = d - (nd - na)
+        db = d - (nd - nb)
+        sa = M[a, M_SHAPE + da] if da >= 0 else 1
+        sb = M[b, M_SHAPE + db] if db >= 0 else 1
+        if sa == sb or sb == 1:
+            out[d] = sa
+        elif sa == 1:
+            out[d] = sb
+        else:
+            return -1
+    return nd
+
+
+@njit(cache=True)
+def aligned_strides(M, t, nd, shape, out):
+    """t's element strides seen from an nd-dim broadcast shape (0 where broadcast)."""
+    nt = M[t, M_NDIM]
+    for d in range(nd):
+        dt = d - (nd - nt)
+        if dt < 0 or (M[t, M_SHAPE + dt] == 1 and shape[d] != 1):
+            out[d] = 0
+        else:
+            out[d] = M[t, M_STRIDE + dt]
+
+
+@njit(cache=True)
+def aligned_contiguous_strides(nt, tshape, nd, shape, out):
+    """Strides of a contiguous buffer of shape tshape[0:nt] seen from broadcast shape."""
+    st = 1
+    for d in range(nd - 1, -1, -1):
+        dt = d - (nd - nt)
+        if dt < 0:
+            out[d] = 0
+        else:
+            n = tshape[dt]
+            out[d] = 0 if (n == 1 and shape[d] != 1) else st
+            st *= n
+
+
+@njit(cache=True)
+def make_output(C, dt, nd, shape):
+    """The output of an op: a fresh contiguous tensor, or for an in-place op the target,
+    whose shape must equal the result's. Negative on error."""
+    tgt = C[C_INPLACE]
+    if tgt < 0:
+        return meta_contiguous(C, dt, nd, shape, False)
+    M = meta_of(C)
+    if M[tgt, M_NDIM] != nd or M[tgt, M_DTYPE] != dt:
+        return E_INPLACE_SHAPE
+    for d in range(nd):
+        if M[tgt, M_SHAPE + d] != shape[d]:
+            return E_INPLACE_SHAPE
+    return tgt
+
+
+@njit(cache=True)
+def input_id(C, row, k):
+    T = tape_of(C)
+    return T[row, R_IN + k * IW + IN_ID]
+
+
+@njit(cache=True)
+def set_outputs1(C, out):
+    o = outs_of(C)
+    o[0] = out
+    C[C_NOUTS] = 1
+    return 0
+
+
+# ---------------------------------------------------------------- recording
+@njit(cache=True)
+def clone_tensor(C, t):
+    M = meta_of(C)
+    nd = M[t, M_NDIM]
+    c = meta_contiguous(C, M[t, M_DTYPE], nd, M[t, M_SHAPE:M_SHAPE + nd], False)
+    if c < 0:
+        return c
+    copy_strided(C, t, data_addr(C, c))
+    return c
+
+
+@njit(cache=True)
+def op_entry(caddr, op, a, b, s, flags):
+    """Run op on tensors a, b (b < 0: absent or the Python scalar s); int arguments were
+    written to iargs. Records a row when gradients are wanted. Returns the first output
+    id (further outputs in outs[]) or a negative status; nothing changes on failure."""
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    S = stor_of(C)
+    if C[C_META_CAP] - C[C_LIVE_META] < 16 + C[C_OUTS_CAP]:
+        return E_GROW_META
+    if C[C_STOR_CAP] - C[C_LIVE_STOR] < 16 + C[C_OUTS_CAP]:
+        return E_GROW_STOR
+    if C[C_TAPE_CAP] - C[C_LIVE_ROWS] < 4:
+        return E_GROW_TAPE
+    fwd = fwd_table(C)[op]
+    if fwd == 0:
+        err_of(C)[0] = op
+        return E_NEED_KERNEL
+    info = opinfo_of(C)
+    saves = info[op, O_SAVES]
+    diff = info[op, O_DIFF]
+    grad_on = (flags & 1) != 0
+    inplace = (flags & 2) != 0
+
+    ids = np.empty(MAXIN, np.int64)
+    ids[0] = a
+    ids[1] = b
+    ids[2] = iargs_of(C)[NIATTR] if b >= 0 and (diff & 4 or saves & 4) else -1
+    record = False
+    if grad_on:
+        for k in range(MAXIN):
+            if ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & FL_REQ:
+                record = True
+    if inplace and grad_on:
+        if M[a, M_FLAGS] & FL_REQ and M[a, M_ROW] < 0:
+            return E_LEAF_INPLACE
+        if M[a, M_FLAGS] & FL_VIEW and record:
+            return E_VIEW_INPLACE
+
+    r = row_new(C)
+    T[r, R_OP] = op
+    ia = iargs_of(C)
+    for j in range(NIATTR):
+        T[r, R_IATTR + j] = ia[j]
+    fattr_of(C)[r] = s
+    nin = 0
+    for k in range(MAXIN):
+        T[r, R_IN + k * IW + IN_ID] = ids[k]
+        if ids[k] >= 0:
+            nin = k + 1
+    T[r, R_NIN] = nin
+
+    self_copy = -1
+    if inplace and record and saves & 1:
+        self_copy = clone_tensor(C, a)      # the gradient needs self as it was
+        if self_copy < 0:
+            row_discard(C, r)
+            return E_NOMEM
+        M[self_copy, M_REFS] += 1
+    C[C_INPLACE] = a if inplace else -1
+    C[C_NOUTS] = 0
+    st = call_kernel(fwd, caddr, r)
+    C[C_INPLACE] = -1
+    if st < 0:
+        if self_copy >= 0:
+            decref(C, KIND_META, self_copy)
+        row_discard(C, r)
+        return st
+    outs = outs_of(C)
+    nouts = C[C_NOUTS]
+    if inplace:
+        S[M[a, M_SID], S_VERSION] += 1
+    else:
+        for j in range(nouts):
+            M[outs[j], M_REFS] += 1         # the Python wrapper about to be made
+    if not record:
+        row_discard(C, r)
+        return outs[0]
+
+    for k in range(nin):
+        t = ids[k]
+        if t < 0:
+            continue
+        base = R_IN + k * IW
+        if (diff >> k) & 1 and M[t, M_FLAGS] & FL_REQ:
+            pr = M[t, M_ROW]
+            if pr >= 0:
+                T[r, base + IN_ROW] = pr
+                T[r, base + IN_OIDX] = M[t, M_OIDX]
+                T[pr, R_REFS] += 1
+            else:
+                T[r, base + IN_T] = t
+                M[t, M_REFS] += 1
+        if (saves >> k) & 1:
+            src = self_copy if (k == 0 and self_copy >= 0) else t
+            al = meta_alias(C, src)
+            M[al, M_REFS] = 1
+            if src == self_copy:
+                M[al, M_SRCOP] = M[a, M_SRCOP]
+            T[r, base + IN_SAVED] = al
+            T[r, base + IN_VER] = S[M[src, M_SID], S_VERSION]
+    if self_copy >= 0:
+        decref(C, KIND_META, self_copy)
+
+    ngrad = 0
+    for j in range(nouts):
+        o = outs[j]
+        dto = M[o, M_DTYPE]
+        if dto != F32 and dto != F64:
+            continue
+        if inplace:
+            old = M[o, M_ROW]
+            M[o, M_ROW] = r
+            M[o, M_OIDX] = j
+            T[r, R_REFS] += 1
+            if old >= 0:
+                decref(C, KIND_ROW, old)
+        else:
+            M[o, M_ROW] = r
+            M[o, M_OIDX] = j
+            T[r, R_REFS] += 1
+        M[o, M_FLAGS] |= FL_REQ
+        ngrad += 1
+    o0 = outs[0]
+    T[r, R_NOUT] = ngrad
+    T[r, R_ODTYPE] = M[o0, M_DTYPE]
+    T[r, R_ONDIM] = M[o0, M_NDIM]
+    for d in range(MAXD):
+        T[r, R_OSHAPE + d] = M[o0, M_SHAPE + d]
+    so = info[op, O_SAVED_OUT]
+    if so >= 0:
+        al = meta_alias(C, outs[so])
+        M[al, M_REFS] = 1
+        T[r, R_OSAVED] = al
+        T[r, R_OVER] = S[M[al, M_SID], S_VERSION]
+    return outs[0]
+
+
+# ---------------------------------------------------------------- the sweep
+@njit(cache=True)
+def out_numel(T, r):
+    n = 1
+    for d in range(T[r, R_ONDIM]):
+        n *= T[r, R_OSHAPE + d]
+    return n
+
+
+@njit(cache=True)
+def row_grad_addr(C, r, k):
+    """Address of the gradient of output k of row r (allocated zeroed on first use)."""
+    T = tape_of(C)
+    S = stor_of(C)
+    dt = T[r, R_ODTYPE]
+    n = out_numel(T, r)
+    sid = T[r, R_GBUF]
+    if sid < 0:
+        sid = stor_new(C, n * T[r, R_NOUT] * itemsize(dt), True)
+        if sid < 0:
+            return 0
+        S[sid, S_REFS] = 1
+        T[r, R_GBUF] = sid
+    return S[sid, S_ADDR] + k * n * itemsize(dt)
+
+
+@njit(cache=True)
+def leaf_grad_addr(C, t):
+    """Where a gradient for tensor t itself lands: .grad (backward) or the capture
+    buffer (autograd.grad); 0 when nobody wants it."""
+    M = meta_of(C)
+    S = stor_of(C)
+    dt = M[t, M_DTYPE]
+    if C[C_MODE] == MODE_GRAD:
+        if not M[t, M_FLAGS] & FL_CAPTURE:
+            return 0
+        sid = M[t, M_GTMP]
+        if sid < 0:
+            sid = stor_new(C, M[t, M_NUMEL] * itemsize(dt), True)
+            if sid < 0:
+                return 0
+            S[sid, S_REFS] = 1
+            M[t, M_GTMP] = sid
+        return S[sid, S_ADDR]
+    g = M[t, M_GRAD]
+    if g < 0:
+        nd = M[t, M_NDIM]
+        g = meta_contiguous(C, dt, nd, M[t, M_SHAPE:M_SHAPE + nd], True)
+        if g < 0:
+            return 0
+        M[g, M_REFS] = 1
+        M[t, M_GRAD] = g
+    else:
+        S[M[g, M_SID], S_VERSION] += 1
+    return data_addr(C, g)
+
+
+@njit(cache=True)
+def edge_grad_addr(C, r, k):
+    """Address of a contiguous buffer, shaped like input k of row r, into which the
+    row's backward kernel accumulates that input's gradient; 0: no gradient wanted."""
+    T = tape_of(C)
+    base = R_IN + k * IW
+    pr = T[r, base + IN_ROW]
+    if pr >= 0:
+        return row_grad_addr(C, pr, T[r, base + IN_OIDX])
+    t = T[r, base + IN_T]
+    if t < 0:
+        return 0
+    return leaf_grad_addr(C, t)
+
+
+@njit(cache=True)
+def input_shape(C, r, k, out):
+    """Shape of input k of row r (into out); returns ndim. Works after the input died."""
+    T = tape_of(C)
+    M = meta_of(C)
+    base = R_IN + k * IW
+    pr = T[r, base + IN_ROW]
+    if pr >= 0:
+        nd = T[pr, R_ONDIM]
+        for d in range(nd):
+            out[d] = T[pr, R_OSHAPE + d]
+        return nd
+    t = T[r, base + IN_T]
+    if t < 0:
+        t = T[r, base + IN_SAVED]
+    nd = M[t, M_NDIM]
+    for d in range(nd):
+        out[d] = M[t, M_SHAPE + d]
+    return nd
+
+
+@njit(cache=True)
+def _deliver(C, m, r):
+    """Copy row r's finished output gradient into tensor m's retained/captured slot."""
+    M = meta_of(C)
+    T = tape_of(C)
+    n = out_numel(T, r)
+    src = row_grad_addr(C, r, M[m, M_OIDX])
+    if C[C_MODE] == MODE_GRAD:
+        dst = leaf_grad_addr(C, m) if M[m, M_FLAGS] & FL_CAPTURE else 0
+    elif M[m, M_FLAGS] & FL_RETAIN:
+        dst = leaf_grad_addr(C, m)
+    else:
+        dst = 0
+    if dst != 0:
+        add_into(T[r, R_ODTYPE], dst, src, n)
+
+
+@njit(cache=True)
+def _unmark(T, rows, n):
+    for j in range(n):
+        r = rows[j]
+        T[r, R_STATE] &= ~RS_MARK
+        T[r, R_DEPS] = 0
+
+
+@njit(cache=True)
+def sweep(caddr, nroots, ncap, mode, retain):
+    """backward()/autograd.grad(): iargs holds root ids [0:nroots], their seed ids
+    (-1: ones) [nroots:2*nroots] and captured ids [2*nroots:2*nroots+ncap]. Marks the
+    rows reachable from the roots, checks versions and freed buffers before touching
+    anything, then runs the rows in dependency order (each after all its consumers)."""
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    S = stor_of(C)
+    I = iargs_of(C)
+    E = err_of(C)
+    bwd = bwd_table(C)
+    C[C_MODE] = mode
+    cap = C[C_TAPE_CAP]
+    rows = np.empty(cap, np.int64)
+    stack = np.empty(cap, np.int64)
+    nm = 0
+    ns = 0
+    for i in range(nroots):
+        r = M[I[i], M_ROW]
+        if r >= 0 and not T[r, R_STATE] & RS_MARK:
+            T[r, R_STATE] |= RS_MARK
+            rows[nm] = r
+            nm += 1
+            stack[ns] = r
+            ns += 1
+    while ns > 0:
+        ns -= 1
+        r = stack[ns]
+        for k in range(T[r, R_NIN]):
+            pr = T[r, R_IN + k * IW + IN_ROW]
+            if pr >= 0:
+                T[pr, R_DEPS] += 1
+                if not T[pr, R_STATE] & RS_MARK:
+                    T[pr, R_STATE] |= RS_MARK
+                    rows[nm] = pr
+                    nm += 1
+                    stack[ns] = pr
+                    ns += 1
+    # every check before any gradient is written
+    for j in range(nm):
+        r = rows[j]
+        op = T[r, R_OP]
+        if T[r, R_STATE] & RS_RELEASED:
+            _unmark(T, rows, nm)
+            E[0] = r
+            return E_FREED
+        if bwd[op] == 0:
+            _unmark(T, rows, nm)
+            E[0] = op
+            return E_NEED_KERNEL
+        for k in range(-1, T[r, R_NIN]):
+            if k < 0:
+                sv = T[r, R_OSAVED]
+                ver = T[r, R_OVER]
+            else:
+                sv = T[r, R_IN + k * IW + IN_SAVED]
+                ver = T[r, R_IN + k * IW + IN_VER]
+            if sv >= 0 and S[M[sv, M_SID], S_VERSION] != ver:
+                _unmark(T, rows, nm)
+                E[0] = r
+                E[1] = sv
+                E[2] = S[M[sv, M_SID], S_VERSION]
+                E[3] = ver
+                E[4] = k
+                return E_VERSION
+    # tensors whose gradient is delivered when their row has run
+    deliver = np.empty(ncap + 8, np.int64)
+    nd_ = 0
+    for i in range(ncap):
+        m = I[2 * nroots + i]
+        r = M[m, M_ROW]
+        if r >= 0 and T[r, R_STATE] & RS_MARK:
+            deliver[nd_] = m
+            nd_ += 1
+    if C[C_NRETAIN] > 0 and mode == MODE_BACKWARD:
+        for m in range(C[C_META_CAP]):
+            if M[m, M_REFS] > 0 and M[m, M_FLAGS] & FL_RETAIN:
+                r = M[m, M_ROW]
+                if r >= 0 and T[r, R_STATE] & RS_MARK:
+                    if nd_ == deliver.shape[0]:
+                        bigger = np.empty(2 * nd_, np.int64)
+                        bigger[:nd_] = deliver[:nd_]
+                        deliver = bigger
+                    deliver[nd_] = m
+                    nd_ += 1
+    # seeds
+    for i in range(nroots):
+        t = I[i]
+        seed = I[nroots + i]
+        r = M[t, M_ROW]
+        if r >= 0:
+            dst = row_grad_addr(C, r, M[t, M_OIDX])
+        else:
+            dst = leaf_grad_addr(C, t)
+        if dst == 0:
+            continue
+        if seed < 0:
+            add_one(M[t, M_DTYPE], dst, M[t, M_NUMEL])
+        else:
+            add_into(M[t, M_DTYPE], dst, data_addr(C, seed), M[t, M_NUMEL])
+    # run
+    ns = 0
+    for j in range(nm):
+        r = rows[j]
+        if T[r, R_DEPS] == 0:
+            stack[ns] = r
+            ns += 1
+    status = 0
+    while ns > 0:
+        ns -= 1
+        r = stack[ns]
+        if T[r, R_GBUF] >= 0 and status == 0:
+            for q in range(nd_):
+                if M[deliver[q], M_ROW] == r:
+                    _deliver(C, deliver[q], r)
+            st = call_kernel(bwd[T[r, R_OP]], caddr, r)
+            if st < 0:
+                status = st
+                E[0] = r
+        for k in range(T[r, R_NIN]):
+            pr = T[r, R_IN + k * IW + IN_ROW]
+            if pr >= 0:
+                T[pr, R_DEPS] -= 1
+                if T[pr, R_DEPS] == 0:
+                    stack[ns] = pr
+                    ns += 1
+        T[r, R_STATE] &= ~RS_MARK
+        if T[r, R_GBUF] >= 0:
+            sid = T[r, R_GBUF]
+            T[r, R_GBUF] = -1
+            decref(C, KIND_STOR, sid)
+        if not retain:
+            had = False
+            for k in range(T[r, R_NIN]):
+                sv = T[r, R_IN + k * IW + IN_SAVED]
+                if sv >= 0:
+                    T[r, R_IN + k * IW + IN_SAVED] = -1
+                    decref(C, KIND_META, sv)
+                    had = True
+            if T[r, R_OSAVED] >= 0:
+                sv = T[r, R_OSAVED]
+                T[r, R_OSAVED] = -1
+                decref(C, KIND_META, sv)
+                had = True
+            if had:
+                T[r, R_STATE] |= RS_RELEASED
+    if status < 0:
+        return status
+    # captured gradients become tensors the caller wraps
+    outs = outs_of(C)
+    for i in range(ncap):
+        m = I[2 * nroots + i]
+        sid = M[m, M_GTMP]
+        if sid < 0:
+            outs[i] = -1
+            continue
+        g = meta_new(C, sid, 0, M[m, M_NDIM], M[m, M_DTYPE])
+        S[sid, S_REFS] -= 1        # ownership moves from the capture slot to g
+        M[m, M_GTMP] = -1
+        for d in range(M[m, M_NDIM]):
+            M[g, M_SHAPE + d] = M[m, M_SHAPE + d]
+        set_contiguous_strides(M, g)
+        M[g, M_REFS] = 1
+        outs[i] = g
+    return 0
+
+
+# ---------------------------------------------------------------- creation
+@njit(cache=True)
+def new_tensor(caddr, dt, nd, zero):
+    """A contiguous leaf of shape iargs[0:nd]; refcount 1 for its wrapper."""
+    C = ctx_of(caddr)
+    t = meta_contiguous(C, dt, nd, iargs_of(C)[:nd], zero)
+    if t < 0:
+        return E_NOMEM
+    meta_of(C)[t, M_REFS] = 1
+    return t
+
+
+@njit(cache=True)
+def adopt(caddr, addr, nbytes, dt, nd, off):
+    """A tensor over memory Python owns (from_numpy): shape iargs[0:nd], strides
+    iargs[nd:2nd] in elements, element offset off from addr."""
+    C = ctx_of(caddr)
+    S = stor_of(C)
+    M = meta_of(C)
+    sid = C[C_STOR_FREE]
+    C[C_STOR_FREE] = S[sid, S_NEXT]
+    S[sid, S_ADDR] = addr
+    S[sid, S_NBYTES] = nbytes
+    S[sid, S_REFS] = 0
+    S[sid, S_VERSION] = 0
+    S[sid, S_KIND] = 1
+    C[C_LIVE_STOR] += 1
+    t = meta_new(C, sid, off, nd, dt)
+    ia = iargs_of(C)
+    n = 1
+    for d in range(nd):
+        M[t, M_SHAPE + d] = ia[d]
+        M[t, M_STRIDE + d] = ia[nd + d]
+        n *= ia[d]
+    M[t, M_NUMEL] = n
+    M[t, M_REFS] = 1
+    return t
+
+
+@njit(cache=True)
+def detach(caddr, t):
+    C = ctx_of(caddr)
+    a = meta_alias(C, t)
+    M = meta_of(C)
+    M[a, M_SRCOP] = -1
+    M[a, M_REFS] = 1
+    return a
+
+
+@njit(cache=True)
+def contiguous_copy(caddr, t):
+    """A contiguous copy without history (used by .grad setters, seeds, numpy export)."""
+    C = ctx_of(caddr)
+    c = clone_tensor(C, t)
+    if c < 0:
+        return E_NOMEM
+    meta_of(C)[c, M_REFS] = 1
+    return c

@@ -1,0 +1,132 @@
+"""Column numbers of the flat tables and the status codes kernels return.
+
+Plain module-level ints: Numba freezes them as compile-time constants, Python reads
+the same names, so the layout is defined in exactly one place.
+"""
+
+MAXD = 8          # max tensor rank
+MAXIN = 3         # max tensor inputs of one tape row
+NIATTR = 12       # int attributes per row (dims, shapes, flags of the op)
+
+# dtype codes (index into tapegrad.dtype objects)
+F32, F64, I64, BOOL = 0, 1, 2, 3
+ITEMSIZE = (4, 8, 8, 1)
+
+# ---- meta[tensor_id, :] -------------------------------------------------------
+M_SID = 0        # storage id
+M_OFF = 1        # element offset into the storage
+M_NDIM = 2
+M_DTYPE = 3
+M_FLAGS = 4      # FL_* bits
+M_ROW = 5        # producing tape row, -1 for leaves and tensors without history
+M_OIDX = 6       # which output of that row
+M_REFS = 7       # Python wrappers + rows + side table + pins holding this id
+M_GRAD = 8       # side table: id of .grad (leaves) / retained grad (non-leaves), -1
+M_NUMEL = 9
+M_SRCOP = 10     # saved aliases: opcode of the row whose output was saved (for messages), -1
+M_SRCIDX = 11
+M_GTMP = 12      # during a sweep: storage id of a leaf's / captured tensor's gradient
+M_NEXT = 13      # free-list link
+M_SHAPE = 16
+M_STRIDE = 24
+MW = 32
+
+FL_REQ = 1       # requires_grad
+FL_RETAIN = 2    # retain_grad() was called
+FL_CAPTURE = 4   # autograd.grad() wants this tensor's gradient
+FL_VIEW = 8      # a view of a tensor that requires grad
+FL_VIEWLEAF = 16 # a view of a leaf that requires grad
+
+# ---- storage[storage_id, :] ---------------------------------------------------
+S_ADDR = 0
+S_NBYTES = 1
+S_REFS = 2
+S_VERSION = 3    # the version counter lives with the storage: views and detach() share it
+S_KIND = 4       # 0 malloc'ed by tapegrad, 1 adopted NumPy memory (Python keeps the array)
+S_NEXT = 5
+SW = 8
+
+# ---- tape[row, :] -------------------------------------------------------------
+R_OP = 0
+R_REFS = 1       # output tensors + consumer rows + grad_fn wrappers holding this row
+R_STATE = 2      # RS_* bits
+R_NIN = 3
+R_NOUT = 4
+R_DEPS = 5       # sweep scratch: consumers not yet run
+R_GBUF = 6       # sweep scratch: storage id holding the gradients of all outputs
+R_ODTYPE = 7
+R_ONDIM = 8
+R_OSHAPE = 9     # 9..16: shape of (each) output
+R_IN = 17        # per input k: R_IN + k*IW + (IN_T, IN_ROW, IN_OIDX, IN_SAVED, IN_VER)
+IN_T = 0
+IN_ROW = 1
+IN_OIDX = 2
+IN_SAVED = 3
+IN_VER = 4
+IN_ID = 5        # the input's id during the forward call only (not held afterwards)
+IW = 6
+R_OSAVED = R_IN + MAXIN * IW     # 35: alias of the saved output, -1
+R_OVER = R_OSAVED + 1            # 36: its version at record time
+R_IATTR = R_OVER + 1             # 37..48
+R_NEXT = R_IATTR + NIATTR        # 49: free-list link
+RW = 56
+
+RS_RELEASED = 1  # saved tensors freed by a backward without retain_graph
+RS_MARK = 2      # reachable from the current roots
+RS_DONE = 4      # already swept in the current backward
+RS_LIVE = 8
+
+# ---- ctx[...]: one int64 array the kernels receive by address -------------------
+C_META, C_META_CAP = 0, 1
+C_STOR, C_STOR_CAP = 2, 3
+C_TAPE, C_TAPE_CAP = 4, 5
+C_FATTR = 6
+C_IARGS = 7           # Python writes an op's int arguments here before the call
+C_FWD = 8             # address of the table of forward kernel addresses
+C_BWD = 9
+C_OPINFO = 10         # address of opinfo[op, :]
+C_META_FREE, C_STOR_FREE, C_TAPE_FREE = 11, 12, 13
+C_OUTS = 14                   # address of outs[]: ids of the outputs an op produced
+C_NOUTS = 15
+C_MODE = 16                   # sweep mode: MODE_BACKWARD (accumulate .grad) or MODE_GRAD
+C_OUTS_CAP = 17
+C_GRAD_ENABLED = 18           # unused by kernels; kept for replay guards
+C_ERR = 19                    # address of err[0:8]: details of the last failure
+C_SEQ = 20
+C_INPLACE = 21                # id an op must write into, -1
+C_NRETAIN = 22                # tensors with FL_RETAIN set (the sweep scans only if > 0)
+C_EXTQ = 23                   # address of the queue of released adopted storages
+C_EXTN = 24
+C_LIVE_ROWS = 25
+C_LIVE_META = 26
+C_LIVE_STOR = 27
+C_BYTES = 28                  # bytes held by tapegrad-malloc'ed storages
+C_WORK = 29                   # address of a scratch int64 array (work lists of the sweep)
+C_WORK_CAP = 30
+C_IARGS_CAP = 31
+NCTX = 40
+
+# ---- opinfo[op, :] --------------------------------------------------------------
+O_SAVES = 0      # bit k: input k is saved
+O_DIFF = 1       # bit k: input k receives a gradient
+O_SAVED_OUT = 2  # which output is saved for backward, -1 for none
+OIW = 4
+
+MODE_BACKWARD = 0   # leaves accumulate into .grad
+MODE_GRAD = 1       # autograd.grad: only FL_CAPTURE tensors receive (into M_GTMP)
+
+# ---- status codes (>= 0 means success) ---------------------------------------
+E_NEED_KERNEL = -1
+E_GROW_META = -2
+E_GROW_STOR = -3
+E_GROW_TAPE = -4
+E_NOMEM = -5
+E_SHAPE = -10         # broadcast / shape mismatch: err = (op, shape info)
+E_DTYPE = -11
+E_LEAF_INPLACE = -12
+E_VERSION = -13       # err = (row, saved id, version now, version expected, input index)
+E_FREED = -14         # backward through released saved tensors: err = (row,)
+E_INPLACE_SHAPE = -15
+E_ARG = -16
+E_WORK = -17          # scratch list too small: err = (needed,)
+E_VIEW_INPLACE = -18

@@ -1,0 +1,131 @@
+"""The few primitives Numba lacks: raw addresses as arrays, indirect calls, malloc.
+
+Kernels reach every table and buffer through an address held in the ctx array, so a
+table can grow (Python reallocates it and updates ctx) without recompiling anything, and
+per-op kernels compiled on first use are called through a table of addresses.
+"""
+import numpy as np
+from llvmlite import ir
+from numba import njit, types, carray
+from numba.core.extending import intrinsic
+
+from .layout import NCTX, MW, SW, RW, C_META, C_META_CAP, C_STOR, C_STOR_CAP, \
+    C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, \
+    C_OUTS_CAP, C_ERR, C_WORK, C_WORK_CAP, C_IARGS_CAP
+
+
+def _ptr_intrinsic(nbtype):
+    @intrinsic
+    def ptr(typingctx, addr):
+        sig = types.CPointer(nbtype)(types.int64)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+        return sig, codegen
+    return ptr
+
+
+ptr_i64 = _ptr_intrinsic(types.int64)
+ptr_f32 = _ptr_intrinsic(types.float32)
+ptr_f64 = _ptr_intrinsic(types.float64)
+ptr_u8 = _ptr_intrinsic(types.uint8)
+
+
+@intrinsic
+def call_kernel(typingctx, fn, caddr, row):
+    """Call the C function at address fn as int64 fn(int64 caddr, int64 row)."""
+    sig = types.int64(types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64, i64])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        return builder.call(f, [args[1], args[2]])
+    return sig, codegen
+
+
+c_malloc = types.ExternalFunction("malloc", types.int64(types.intp))
+c_calloc = types.ExternalFunction("calloc", types.int64(types.intp, types.intp))
+c_free = types.ExternalFunction("free", types.void(types.int64))
+
+KERNEL_SIG = "int64(int64, int64)"
+
+
+@njit(cache=True)
+def ctx_of(caddr):
+    return carray(ptr_i64(caddr), (NCTX,))
+
+
+@njit(cache=True)
+def meta_of(C):
+    return carray(ptr_i64(C[C_META]), (C[C_META_CAP], MW))
+
+
+@njit(cache=True)
+def stor_of(C):
+    return carray(ptr_i64(C[C_STOR]), (C[C_STOR_CAP], SW))
+
+
+@njit(cache=True)
+def tape_of(C):
+    return carray(ptr_i64(C[C_TAPE]), (C[C_TAPE_CAP], RW))
+
+
+@njit(cache=True)
+def fattr_of(C):
+    return carray(ptr_f64(C[C_FATTR]), (C[C_TAPE_CAP],))
+
+
+@njit(cache=True)
+def iargs_of(C):
+    return carray(ptr_i64(C[C_IARGS]), (C[C_IARGS_CAP],))
+
+
+@njit(cache=True)
+def outs_of(C):
+    return carray(ptr_i64(C[C_OUTS]), (C[C_OUTS_CAP],))
+
+
+@njit(cache=True)
+def err_of(C):
+    return carray(ptr_i64(C[C_ERR]), (16,))
+
+
+@njit(cache=True)
+def work_of(C):
+    return carray(ptr_i64(C[C_WORK]), (C[C_WORK_CAP],))
+
+
+@njit(cache=True)
+def opinfo_of(C):
+    return carray(ptr_i64(C[C_OPINFO]), (256, OIW))
+
+
+@njit(cache=True)
+def fwd_table(C):
+    return carray(ptr_i64(C[C_FWD]), (256,))
+
+
+@njit(cache=True)
+def bwd_table(C):
+    return carray(ptr_i64(C[C_BWD]), (256,))
+
+
+@njit(cache=True)
+def f32_at(addr, n):
+    return carray(ptr_f32(addr), (n,))
+
+
+@njit(cache=True)
+def f64_at(addr, n):
+    return carray(ptr_f64(addr), (n,))
+
+
+@njit(cache=True)
+def i64_at(addr, n):
+    return carray(ptr_i64(addr), (n,))
+
+
+@njit(cache=True)
+def u8_at(addr, n):
+    return carray(ptr_u8(addr), (n,))

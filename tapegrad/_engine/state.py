@@ -1,0 +1,191 @@
+"""The Python half of the engine: owns the tables, grows them, loads kernels on demand,
+and turns kernel status codes into retries or exceptions.
+
+Kernels see the tables only through the addresses in ``ctx``; growing a table is a
+Python reallocation plus an address update, with no recompilation.
+"""
+import numpy as np
+
+from . import layout as L
+from .cache import kernel_cache
+
+with kernel_cache():
+    from . import core
+
+
+class EngineError(Exception):
+    """A kernel status that the front turns into a PyTorch-style exception."""
+
+    def __init__(self, code, err):
+        super().__init__(code)
+        self.code = code
+        self.err = err
+
+
+_OP_SIG = "int64(int64, int64, int64, int64, float64, int64)"
+_SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
+
+
+def _entry(dispatcher, sig):
+    """The compiled function's C-level entry point: skips Numba's type dispatch. Only
+    ever called with arguments tapegrad builds itself (ints and floats)."""
+    dispatcher.compile(sig)
+    return dispatcher.overloads[dispatcher.signatures[-1]].entry_point
+
+
+class Engine:
+    def __init__(self, meta_cap=1024, stor_cap=1024, tape_cap=1024):
+        self.ctx = np.zeros(L.NCTX, np.int64)
+        self.caddr = self.ctx.ctypes.data
+        self.fwd = np.zeros(256, np.int64)
+        self.bwd = np.zeros(256, np.int64)
+        self.opinfo = np.zeros((256, L.OIW), np.int64)
+        self.err = np.zeros(16, np.int64)
+        self.iargs = np.zeros(64, np.int64)
+        self.outs = np.zeros(64, np.int64)
+        self.meta = np.zeros((0, L.MW), np.int64)
+        self.stor = np.zeros((0, L.SW), np.int64)
+        self.tape = np.zeros((0, L.RW), np.int64)
+        self.fattr = np.zeros(0, np.float64)
+        c = self.ctx
+        c[L.C_FWD] = self.fwd.ctypes.data
+        c[L.C_BWD] = self.bwd.ctypes.data
+        c[L.C_OPINFO] = self.opinfo.ctypes.data
+        c[L.C_ERR] = self.err.ctypes.data
+        c[L.C_IARGS] = self.iargs.ctypes.data
+        c[L.C_IARGS_CAP] = len(self.iargs)
+        c[L.C_OUTS] = self.outs.ctypes.data
+        c[L.C_OUTS_CAP] = len(self.outs)
+        c[L.C_META_FREE] = c[L.C_STOR_FREE] = c[L.C_TAPE_FREE] = -1
+        c[L.C_INPLACE] = -1
+        self._grow("meta", meta_cap)
+        self._grow("stor", stor_cap)
+        self._grow("tape", tape_cap)
+        self.ext = {}            # storage id -> the NumPy array whose memory it adopted
+        self.relq = []           # ids whose Python wrapper died, released in batches
+        self.kernel_loader = None    # set by tapegrad.ops: opcode -> (fwd, bwd) cfuncs
+        self._kernels = {}
+        with kernel_cache():
+            self.op = _entry(core.op_entry, _OP_SIG)
+            self.sweep = _entry(core.sweep, _SWEEP_SIG)
+
+    # ------------------------------------------------------------ tables
+    def _grow(self, which, newcap=None):
+        spec = {"meta": ("meta", L.C_META, L.C_META_CAP, L.C_META_FREE, L.M_NEXT),
+                "stor": ("stor", L.C_STOR, L.C_STOR_CAP, L.C_STOR_FREE, L.S_NEXT),
+                "tape": ("tape", L.C_TAPE, L.C_TAPE_CAP, L.C_TAPE_FREE, L.R_NEXT)}
+        attr, c_addr, c_cap, c_free, col = spec[which]
+        old = getattr(self, attr)
+        n0 = old.shape[0]
+        n1 = newcap or 2 * n0
+        new = np.zeros((n1, old.shape[1]), np.int64)
+        new[:n0] = old
+        new[n0:, col] = np.arange(n0 + 1, n1 + 1)
+        new[n1 - 1, col] = self.ctx[c_free]
+        setattr(self, attr, new)
+        self.ctx[c_addr] = new.ctypes.data
+        self.ctx[c_cap] = n1
+        self.ctx[c_free] = n0
+        if which == "tape":
+            fattr = np.zeros(n1, np.float64)
+            fattr[:n0] = self.fattr
+            self.fattr = fattr
+            self.ctx[L.C_FATTR] = fattr.ctypes.data
+        if which == "stor":
+            self.extq = np.zeros(n1, np.int64)
+            self.ctx[L.C_EXTQ] = self.extq.ctypes.data
+        work = self.meta.shape[0] + self.stor.shape[0] + self.tape.shape[0] + 16
+        if getattr(self, "work", None) is None or len(self.work) < work:
+            self.work = np.zeros(work, np.int64)
+            self.ctx[L.C_WORK] = self.work.ctypes.data
+            self.ctx[L.C_WORK_CAP] = work
+
+    def reserve_args(self, n):
+        """Room for n int arguments (root lists, captured ids, many outputs)."""
+        if n > len(self.iargs):
+            self.iargs = np.zeros(2 * n, np.int64)
+            self.ctx[L.C_IARGS] = self.iargs.ctypes.data
+            self.ctx[L.C_IARGS_CAP] = len(self.iargs)
+        if n > len(self.outs):
+            self.outs = np.zeros(2 * n, np.int64)
+            self.ctx[L.C_OUTS] = self.outs.ctypes.data
+            self.ctx[L.C_OUTS_CAP] = len(self.outs)
+        need = 16 + len(self.outs)
+        while self.meta.shape[0] - self.ctx[L.C_LIVE_META] < need:
+            self._grow("meta")
+        while self.stor.shape[0] - self.ctx[L.C_LIVE_STOR] < need:
+            self._grow("stor")
+
+    # ------------------------------------------------------------ kernels
+    def load_kernels(self, opcode):
+        fwd, bwd = self.kernel_loader(opcode)
+        self._kernels[opcode] = (fwd, bwd)      # keep the cfuncs alive
+        self.fwd[opcode] = fwd.address
+        self.bwd[opcode] = bwd.address
+
+    def handle(self, code):
+        """Recover from a retryable status (grow a table, load a kernel). Returns False
+        when the status is an error for the caller to raise."""
+        if code == L.E_NEED_KERNEL:
+            self.load_kernels(int(self.err[0]))
+        elif code == L.E_GROW_META:
+            self._grow("meta")
+        elif code == L.E_GROW_STOR:
+            self._grow("stor")
+        elif code == L.E_GROW_TAPE:
+            self._grow("tape")
+        elif code == L.E_NOMEM:
+            raise MemoryError("tapegrad: out of memory allocating a tensor")
+        else:
+            return False
+        return True
+
+    def run_op(self, opcode, a, b, s, flags):
+        """The slow path of an op: retry through growth and kernel loading."""
+        while True:
+            r = self.op(self.caddr, opcode, a, b, s, flags)
+            if r >= 0:
+                return r
+            if not self.handle(r):
+                raise EngineError(r, self.err.copy())
+
+    def call(self, fn, *args):
+        """Call an engine kernel that may need room, retrying after growth."""
+        while True:
+            self.reserve_args(0)
+            r = fn(self.caddr, *args)
+            if r >= 0 or not self.handle(r):
+                return r
+
+    # ------------------------------------------------------------ memory
+    def release(self, i):
+        self.relq.append(i)
+        if len(self.relq) >= 256:
+            self.flush()
+
+    def flush(self):
+        if self.relq:
+            ids = np.array(self.relq, np.int64)
+            self.relq.clear()
+            core.release_ids(self.caddr, ids)
+        n = int(self.ctx[L.C_EXTN])
+        if n:
+            for sid in self.extq[:n].tolist():
+                self.ext.pop(sid, None)
+            self.ctx[L.C_EXTN] = 0
+
+    def stats(self):
+        c = self.ctx
+        return {"tensors": int(c[L.C_LIVE_META]), "storages": int(c[L.C_LIVE_STOR]),
+                "rows": int(c[L.C_LIVE_ROWS]), "bytes": int(c[L.C_BYTES])}
+
+
+ENGINE = None
+GRAD_MODE = [1]     # bit 0: grad mode enabled (read on every op, so a list, not a lookup)
+
+
+def engine():
+    global ENGINE
+    if ENGINE is None:
+        ENGINE = Engine()
+    return ENGINE

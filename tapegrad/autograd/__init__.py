@@ -1,0 +1,160 @@
+"""tapegrad.autograd: backward(), grad(), grad-mode switches, graph nodes."""
+from .._engine import layout as L
+from .._engine.state import engine, EngineError
+from ..ops.registry import OPS
+from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
+from .graph import Node, AccumulateGrad
+
+__all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode",
+           "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad"]
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _describe(t):
+    from .._dtype import BY_CODE
+    m = engine().meta[t]
+    shape = m[L.M_SHAPE:L.M_SHAPE + m[L.M_NDIM]].tolist()
+    desc = f"[tapegrad.{BY_CODE[m[L.M_DTYPE]].tensor_type} {shape}]"
+    if m[L.M_SRCOP] >= 0:
+        name = OPS[int(m[L.M_SRCOP])].grad_fn
+        base = name[:-len("Backward0")] if name.endswith("Backward0") else name
+        desc += f", which is output {int(m[L.M_SRCIDX])} of {base},"
+    return desc
+
+
+def _sweep_error(code, err):
+    E = engine()
+    if code == L.E_FREED:
+        return RuntimeError(
+            "Trying to backward through the graph a second time (or directly access saved "
+            "tensors after they have already been freed). Saved intermediate values of the "
+            "graph are freed when you call .backward() or autograd.grad(). Specify "
+            "retain_graph=True if you need to backward through the graph a second time or if "
+            "you need to access saved tensors after calling backward.")
+    if code == L.E_VERSION:
+        row, saved, now, expected = (int(x) for x in err[:4])
+        consumer = OPS[int(E.tape[row, L.R_OP])].grad_fn
+        return RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: {_describe(saved)} is at version {now}; expected version "
+            f"{expected} instead. Hint: the tensor was saved for {consumer}; make the in-place "
+            "change on a clone, or call the op before the change.")
+    return RuntimeError(f"backward failed with engine status {code}")
+
+
+def _run_sweep(roots, seeds, captures, mode, retain):
+    E = engine()
+    n, m = len(roots), len(captures)
+    E.reserve_args(2 * n + m)
+    # the sweep allocates gradient buffers: room for one per live row and per leaf
+    c = E.ctx
+    while E.stor.shape[0] - c[L.C_LIVE_STOR] < c[L.C_LIVE_ROWS] + c[L.C_LIVE_META] + 16:
+        E._grow("stor")
+    while E.meta.shape[0] - c[L.C_LIVE_META] < c[L.C_LIVE_META] + m + 16:
+        E._grow("meta")
+    while True:
+        E.iargs[:n] = roots
+        E.iargs[n:2 * n] = seeds
+        E.iargs[2 * n:2 * n + m] = captures
+        r = E.sweep(E.caddr, n, m, mode, retain)
+        if r >= 0:
+            return E.outs[:m].tolist()
+        if r == L.E_NEED_KERNEL:
+            E.load_kernels(int(E.err[0]))
+            continue
+        raise _sweep_error(r, E.err.copy())
+
+
+def _roots_and_seeds(tensors, grad_tensors, what):
+    from ..tensor import Tensor
+    from .._creation import tensor as make
+    roots, seeds, keep = [], [], []
+    grad_tensors = [None] * len(tensors) if grad_tensors is None else _as_list(grad_tensors)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"got {len(grad_tensors)} tensors and {len(tensors)} gradients")
+    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not "
+                               "have a grad_fn")
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seeds.append(-1)
+        else:
+            if not isinstance(g, Tensor):
+                g = make(g, dtype=t.dtype)
+            if g.shape != t.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                                   f"{g.shape!r} and output[{i}] has a shape of {t.shape!r}.")
+            if g.dtype is not t.dtype:
+                raise TypeError(f"{what}: gradient has dtype {g.dtype.name} but the output is "
+                                f"{t.dtype.name}")
+            g = g.detach().contiguous()
+            keep.append(g)
+            seeds.append(g._i)
+        roots.append(t._i)
+    return roots, seeds, keep
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into every leaf's .grad (and retained grads)."""
+    if create_graph:
+        raise NotImplementedError("create_graph=True (higher-order gradients) is not "
+                                  "supported by tapegrad yet")
+    if inputs is not None:
+        raise NotImplementedError("backward(inputs=...) is not supported yet; use "
+                                  "tapegrad.autograd.grad")
+    tensors = _as_list(tensors)
+    roots, seeds, keep = _roots_and_seeds(tensors, grad_tensors, "backward")
+    _run_sweep(roots, seeds, [], L.MODE_BACKWARD, bool(retain_graph))
+    del keep
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, materialize_grads=False):
+    """The gradients of outputs with respect to inputs, without touching any .grad."""
+    from ..tensor import Tensor, _wrap
+    from .._creation import zeros_like
+    if create_graph:
+        raise NotImplementedError("create_graph=True (higher-order gradients) is not "
+                                  "supported by tapegrad yet")
+    outputs = _as_list(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = _as_list(inputs)
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    roots, seeds, keep = _roots_and_seeds(outputs, grad_outputs, "grad")
+    E = engine()
+    uniq = list(dict.fromkeys(t._i for t in inputs))
+    for i in uniq:
+        E.meta[i, L.M_FLAGS] |= L.FL_CAPTURE
+    try:
+        got = _run_sweep(roots, seeds, uniq, L.MODE_GRAD, bool(retain_graph))
+    finally:
+        for i in uniq:
+            E.meta[i, L.M_FLAGS] &= ~L.FL_CAPTURE
+            gt = int(E.meta[i, L.M_GTMP])
+            if gt >= 0:             # left over from a failed sweep
+                E.meta[i, L.M_GTMP] = -1
+    by_id = {i: (_wrap(g) if g >= 0 else None) for i, g in zip(uniq, got)}
+    result = []
+    for k, t in enumerate(inputs):
+        g = by_id[t._i]
+        if g is None:
+            if materialize_grads:
+                g = zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {k} appears to not "
+                                   "have been used in the graph. Set allow_unused=True if this "
+                                   "is the desired behavior.")
+        result.append(g)
+    del keep
+    return tuple(result)

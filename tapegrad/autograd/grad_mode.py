@@ -1,0 +1,78 @@
+"""Grad-mode switches: context managers and decorators over the engine's flag."""
+import functools
+
+from .._engine.state import GRAD_MODE
+
+
+class _Mode:
+    enabled = True
+
+    def __init__(self, *args):
+        self.prev = []
+
+    def __enter__(self):
+        self.prev.append(GRAD_MODE[0])
+        GRAD_MODE[0] = 1 if self.enabled else 0
+
+    def __exit__(self, *exc):
+        GRAD_MODE[0] = self.prev.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_Mode):
+    """Nothing is recorded inside; results do not require grad."""
+    enabled = False
+
+
+class enable_grad(_Mode):
+    enabled = True
+
+
+class inference_mode(_Mode):
+    """Like no_grad (tapegrad has no separate inference tensors)."""
+    enabled = False
+
+    def __init__(self, mode=True):
+        super().__init__()
+        self.enabled = bool(mode)
+
+    def __call__(self, fn):
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_grad_enabled(_Mode):
+    def __init__(self, mode):
+        super().__init__()
+        self.enabled = bool(mode)
+        self.prev.append(GRAD_MODE[0])
+        GRAD_MODE[0] = 1 if self.enabled else 0     # also works as a plain call
+
+    def __enter__(self):
+        pass
+
+    def __call__(self, fn):
+        GRAD_MODE[0] = self.prev.pop()
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_grad_enabled():
+    return bool(GRAD_MODE[0])

@@ -1,0 +1,89 @@
+"""grad_fn nodes, made on demand from tape rows: the tape itself stays flat.
+
+A node holds a reference on its row (so the row outlives the Python object, as a
+PyTorch node outlives the tensors that point at it), and one node object exists per
+live row, so ``y.grad_fn is y.grad_fn``.
+"""
+import weakref
+
+from .._engine import layout as L
+from .._engine import core
+from .._engine.state import engine
+from ..ops.registry import OPS
+
+_NODES = weakref.WeakValueDictionary()
+_ACC = weakref.WeakValueDictionary()
+
+
+class Node:
+    """A backward function: one tape row."""
+    __slots__ = ("_row", "__weakref__")
+
+    def name(self):
+        return OPS[int(engine().tape[self._row, L.R_OP])].grad_fn
+
+    @property
+    def next_functions(self):
+        E = engine()
+        row = E.tape[self._row]
+        op = OPS[int(row[L.R_OP])]
+        out = []
+        for k in range(int(row[L.R_NIN])):
+            base = L.R_IN + k * L.IW
+            pr, t = int(row[base + L.IN_ROW]), int(row[base + L.IN_T])
+            if pr >= 0:
+                out.append((node_for_row(pr), int(row[base + L.IN_OIDX])))
+            elif t >= 0:
+                out.append((accumulate_grad(t), 0))
+            else:
+                out.append((None, 0))
+        if op.scalar_slot and len(out) == 1:
+            out.append((None, 0))
+        return tuple(out)
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    def __del__(self):
+        try:
+            core.decref_row(engine().caddr, self._row)
+        except Exception:       # interpreter shutdown
+            pass
+
+
+class AccumulateGrad:
+    """The node that accumulates into a leaf's .grad."""
+    __slots__ = ("variable", "__weakref__")
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
+
+    @property
+    def next_functions(self):
+        return ()
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+def node_for_row(row):
+    n = _NODES.get(row)
+    if n is None:
+        n = Node()
+        n._row = row
+        core.incref_row(engine().caddr, row)
+        _NODES[row] = n
+    return n
+
+
+# the front registers how to turn a tensor id into its (unique) wrapper
+wrap_leaf = None
+
+
+def accumulate_grad(t):
+    a = _ACC.get(t)
+    if a is None:
+        a = AccumulateGrad()
+        a.variable = wrap_leaf(t)
+        _ACC[t] = a
+    return a

@@ -1,0 +1,93 @@
+"""The op table: every op is one OpDef, and everything else follows from it.
+
+An entry names the op, its grad_fn (``MulBackward0``), its kernels and what its
+backward needs. For elementwise ops the kernels are *formulas* (like PyTorch's
+derivatives.yaml): which inputs are saved (and so version-checked) is read off the
+gradient formulas, and the forward/backward kernels are generated from them. Other
+families point at hand-written kernels in their module. Kernels are compiled on first
+use, per op, and cached on disk.
+"""
+import importlib
+import re
+
+from numba import cfunc
+
+from .._engine import layout as L
+from .._engine.cache import kernel_cache
+from .._engine.lowlevel import KERNEL_SIG
+
+OPS = []          # index = opcode
+BY_NAME = {}
+
+
+class OpDef:
+    __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves", "saved_out",
+                 "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
+                 "scalar_slot")
+
+    def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves=None,
+                 saved_out=None, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None):
+        self.name = name
+        self.grad_fn = grad_fn
+        self.kind = kind            # "unary", "binary" (formula ops) or "custom"
+        self.forward = forward
+        self.grads = grads
+        self.module = module
+        self.fwd_fn = fwd_fn
+        self.bwd_fn = bwd_fn
+        self._kernels = None
+        self.scalar_slot = False
+        if kind in ("unary", "binary"):
+            self.nin = 1 if kind == "unary" else 2
+            used = [_names(gf) if gf is not None else set() for gf in grads]
+            every = set().union(*used)
+            self.saves = tuple(x for x in ("a", "b")[:self.nin] if x in every)
+            self.saved_out = 0 if "out" in every else None
+            self.diff = tuple(i for i, gf in enumerate(grads) if gf is not None)
+        else:
+            self.nin = nin
+            self.saves = tuple(saves or ())
+            self.saved_out = saved_out
+            self.diff = tuple(diff or ())
+
+    def saves_mask(self):
+        return sum(1 << "abc".index(x) for x in self.saves)
+
+    def diff_mask(self):
+        return sum(1 << i for i in self.diff)
+
+    def kernels(self):
+        """(forward, backward) compiled C functions, made on first use."""
+        if self._kernels is None:
+            if self.kind in ("unary", "binary"):
+                from . import _codegen
+                mod = _codegen.load(self)
+                fwd_py, bwd_py = mod.fwd, mod.bwd
+            else:
+                mod = importlib.import_module(self.module)
+                fwd_py, bwd_py = getattr(mod, self.fwd_fn), getattr(mod, self.bwd_fn)
+            with kernel_cache():
+                self._kernels = (cfunc(KERNEL_SIG, cache=True)(fwd_py),
+                                 cfunc(KERNEL_SIG, cache=True)(bwd_py))
+        return self._kernels
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _names(formula):
+    return set(_IDENT.findall(formula))
+
+
+def register(op):
+    op.opcode = len(OPS)
+    OPS.append(op)
+    BY_NAME[op.name] = op
+    return op
+
+
+def fill_opinfo(opinfo):
+    for op in OPS:
+        opinfo[op.opcode, L.O_SAVES] = op.saves_mask()
+        opinfo[op.opcode, L.O_DIFF] = op.diff_mask()
+        opinfo[op.opcode, L.O_SAVED_OUT] = -1 if op.saved_out is None else op.saved_out

@@ -1,0 +1,520 @@
+"""The Tensor wrapper: a Python object around one id in the engine's meta table.
+
+Everything a tensor is (storage, shape, strides, dtype, history) lives in the flat
+tables; the wrapper holds one reference to its id and caches its shape. Op methods are
+generated from the op table (tapegrad.ops) at import.
+"""
+import warnings
+import weakref
+
+import numpy as np
+
+from . import _dtype as D
+from ._engine import layout as L
+from ._engine import core
+from ._engine.state import engine, EngineError, GRAD_MODE
+from .autograd import graph
+from .ops import registry
+from .ops.registry import BY_NAME, OPS
+from . import _format
+
+E = engine()
+_CADDR = E.caddr
+_OP = E.op
+_new = object.__new__
+_SCALARS = (float, int, bool)
+_LEAVES = weakref.WeakValueDictionary()     # leaf id -> its wrapper (for .variable)
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple that prints like PyTorch's."""
+
+    def __repr__(self):
+        return f"tapegrad.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    __slots__ = ("_i", "_shape", "_gw", "__weakref__")
+
+    # ------------------------------------------------------------ lifetime
+    def __del__(self):
+        try:
+            E.relq.append(self._i)
+            if len(E.relq) >= 256:
+                E.flush()
+        except Exception:      # interpreter shutdown: the engine may be gone
+            pass
+
+    # ------------------------------------------------------------ properties
+    @property
+    def shape(self):
+        try:
+            return self._shape
+        except AttributeError:
+            m = E.meta[self._i]
+            s = self._shape = Size(m[L.M_SHAPE:L.M_SHAPE + m[L.M_NDIM]].tolist())
+            return s
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[_dim(dim, self.ndim, "size")]
+
+    @property
+    def ndim(self):
+        return int(E.meta[self._i, L.M_NDIM])
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        return int(E.meta[self._i, L.M_NUMEL])
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def dtype(self):
+        return D.BY_CODE[E.meta[self._i, L.M_DTYPE]]
+
+    def stride(self, dim=None):
+        m = E.meta[self._i]
+        st = tuple(m[L.M_STRIDE:L.M_STRIDE + m[L.M_NDIM]].tolist())
+        return st if dim is None else st[_dim(dim, len(st), "stride")]
+
+    def is_contiguous(self):
+        return bool(core.is_contiguous(E.meta, self._i))
+
+    @property
+    def is_leaf(self):
+        return E.meta[self._i, L.M_ROW] < 0
+
+    @property
+    def requires_grad(self):
+        return bool(E.meta[self._i, L.M_FLAGS] & L.FL_REQ)
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        m = E.meta[self._i]
+        if m[L.M_ROW] >= 0:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables." +
+                ("" if flag else " If you want to use a computed variable in a subgraph that "
+                 "doesn't require differentiation use var_no_grad = var.detach()."))
+        if flag and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if flag:
+            m[L.M_FLAGS] |= L.FL_REQ
+            _LEAVES[self._i] = self
+        else:
+            m[L.M_FLAGS] &= ~L.FL_REQ
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad_fn(self):
+        r = E.meta[self._i, L.M_ROW]
+        return None if r < 0 else graph.node_for_row(int(r))
+
+    @property
+    def _version(self):
+        return int(E.stor[E.meta[self._i, L.M_SID], L.S_VERSION])
+
+    @property
+    def retains_grad(self):
+        return bool(E.meta[self._i, L.M_FLAGS] & L.FL_RETAIN)
+
+    def retain_grad(self):
+        m = E.meta[self._i]
+        if not m[L.M_FLAGS] & L.FL_REQ:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if m[L.M_ROW] >= 0 and not m[L.M_FLAGS] & L.FL_RETAIN:
+            m[L.M_FLAGS] |= L.FL_RETAIN
+            E.ctx[L.C_NRETAIN] += 1
+
+    @property
+    def grad(self):
+        m = E.meta[self._i]
+        if m[L.M_ROW] >= 0 and not m[L.M_FLAGS] & L.FL_RETAIN:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                "mistake, make sure you access the leaf Tensor instead.", UserWarning,
+                stacklevel=2)
+        g = int(m[L.M_GRAD])
+        if g < 0:
+            return None
+        try:
+            gw = self._gw
+            if gw is not None and gw._i == g:
+                return gw
+        except AttributeError:
+            pass
+        gw = self._gw = _adopt_ref(g)
+        return gw
+
+    @grad.setter
+    def grad(self, value):
+        m = E.meta[self._i]
+        old = int(m[L.M_GRAD])
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
+                                f"of type {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: "
+                                   f"{list(value.shape)} vs {list(self.shape)}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+            if value.is_contiguous():
+                gid = value._i
+                core.incref_meta(_CADDR, gid)
+            else:       # the sweep accumulates into .grad as a flat buffer
+                gid = E.call(core.contiguous_copy, value._i)
+            m = E.meta[self._i]
+            m[L.M_GRAD] = gid
+            self._gw = value if gid == value._i else None
+        else:
+            m[L.M_GRAD] = -1
+            self._gw = None
+        if old >= 0:
+            E.release(old)
+
+    @property
+    def data(self):
+        return self.detach()
+
+    # ------------------------------------------------------------ autograd
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd import backward
+        backward([self], None if gradient is None else [gradient], retain_graph,
+                 create_graph, inputs)
+
+    def detach(self):
+        return _wrap(E.call(core.detach, self._i))
+
+    def detach_(self):
+        m = E.meta[self._i]
+        if m[L.M_ROW] >= 0:
+            core.decref_row(_CADDR, int(m[L.M_ROW]))
+            m = E.meta[self._i]
+            m[L.M_ROW] = -1
+        m[L.M_FLAGS] &= ~L.FL_REQ
+        return self
+
+    # ------------------------------------------------------------ data access
+    def numpy(self, *, force=False):
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return _numpy_view(self)
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted "
+                               "to Scalar")
+        return _numpy_view(self).reshape(()).item()
+
+    def tolist(self):
+        return _numpy_view(self).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype not in (D.int64, D.bool_) or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to "
+                            "an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
+                               f"ambiguous")
+        return bool(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = _numpy_view(self)
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        return _format.tensor_repr(self, _numpy_view(self))
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("tapegrad tensors are not pickled; use tapegrad.save")
+
+    # ------------------------------------------------------------ conversions
+    def contiguous(self):
+        return self if self.is_contiguous() else self.clone()
+
+    def type(self):
+        return f"tapegrad.{self.dtype.tensor_type}"
+
+
+# ---------------------------------------------------------------- wrapping
+def _wrap(i):
+    """A wrapper for a fresh id whose reference count already counts the wrapper."""
+    t = _new(Tensor)
+    t._i = i
+    return t
+
+
+def _adopt_ref(i):
+    core.incref_meta(_CADDR, i)
+    return _wrap(i)
+
+
+def _wrap_leaf(i):
+    t = _LEAVES.get(i)
+    if t is None:
+        t = _adopt_ref(i)
+        _LEAVES[i] = t
+    return t
+
+
+graph.wrap_leaf = _wrap_leaf
+
+
+class _Export:
+    """Owner of a NumPy view: keeps the tensor (and so its storage) alive."""
+    __slots__ = ("__array_interface__", "tensor")
+
+
+def _numpy_view(t):
+    m = E.meta[t._i]
+    dt = D.BY_CODE[m[L.M_DTYPE]]
+    nd = int(m[L.M_NDIM])
+    addr = int(E.stor[m[L.M_SID], L.S_ADDR] + m[L.M_OFF] * dt.itemsize)
+    ex = _Export()
+    ex.tensor = t
+    ex.__array_interface__ = {
+        "data": (addr, False), "typestr": dt.np.str, "version": 3,
+        "shape": tuple(m[L.M_SHAPE:L.M_SHAPE + nd].tolist()),
+        "strides": tuple((m[L.M_STRIDE:L.M_STRIDE + nd] * dt.itemsize).tolist())}
+    return np.asarray(ex)
+
+
+# ---------------------------------------------------------------- errors
+def _dim(d, ndim, what=None):
+    n = max(ndim, 1)
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+        raise TypeError(f"{what}(): dim must be an int, got {type(d).__name__}")
+    if d < -n or d >= n:
+        raise IndexError(f"Dimension out of range (expected to be in range of "
+                         f"[{-n}, {n - 1}], but got {d})")
+    return d % n if ndim > 0 else 0
+
+
+def op_error(exc, op, a, b):
+    """Turn a kernel status into the exception PyTorch raises for the same mistake."""
+    code = exc.code
+    name = op.name
+    if code == L.E_LEAF_INPLACE:
+        return RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                            "operation.")
+    if code == L.E_VIEW_INPLACE:
+        if E.meta[a, L.M_FLAGS] & L.FL_VIEWLEAF:
+            return RuntimeError("a view of a leaf Variable that requires grad is being used "
+                                "in an in-place operation.")
+        return RuntimeError(f"{name}: in-place operations on views of tensors that require "
+                            "grad are not supported yet; use the out-of-place form")
+    sa = list(_shape_of(a))
+    sb = list(_shape_of(b)) if b is not None and b >= 0 else None
+    if code == L.E_SHAPE:
+        if sb is not None and op.kind == "binary":
+            na, nb = len(sa), len(sb)
+            nd = max(na, nb)
+            for d in range(nd - 1, -1, -1):
+                x = sa[d - (nd - na)] if d - (nd - na) >= 0 else 1
+                y = sb[d - (nd - nb)] if d - (nd - nb) >= 0 else 1
+                if x != y and x != 1 and y != 1:
+                    return RuntimeError(f"The size of tensor a ({x}) must match the size of "
+                                        f"tensor b ({y}) at non-singleton dimension {d}")
+        return RuntimeError(f"{name}: incompatible shapes {sa} and {sb}")
+    if code == L.E_DTYPE:
+        da = D.BY_CODE[E.meta[a, L.M_DTYPE]]
+        if sb is not None:
+            db = D.BY_CODE[E.meta[b, L.M_DTYPE]]
+            if da is not db:
+                return TypeError(f"{name}: operands have dtypes {da.name} and {db.name}; mixed "
+                                 "dtypes are not supported yet, convert one with .to(dtype)")
+        return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "
+                         "point tensor")
+    if code == L.E_INPLACE_SHAPE:
+        return RuntimeError(f"output with shape {sa} doesn't match the broadcast shape "
+                            f"{_broadcast_list(sa, sb)}")
+    return RuntimeError(f"{name}: failed with engine status {code}")
+
+
+def _shape_of(i):
+    m = E.meta[i]
+    return m[L.M_SHAPE:L.M_SHAPE + m[L.M_NDIM]].tolist()
+
+
+def _broadcast_list(sa, sb):
+    if sb is None:
+        return sa
+    try:
+        return list(np.broadcast_shapes(tuple(sa), tuple(sb)))
+    except ValueError:
+        return sb
+
+
+def run(op, a, b=-1, s=0.0, flags=None, iargs=None):
+    """Run op through the engine (the general path, with int arguments)."""
+    if flags is None:
+        flags = GRAD_MODE[0]
+    if iargs is not None:
+        E.iargs[:len(iargs)] = iargs
+    r = _OP(_CADDR, op.opcode, a, b, s, flags)
+    if r < 0:
+        try:
+            r = E.run_op(op.opcode, a, b, s, flags)
+        except EngineError as exc:
+            raise op_error(exc, op, a, b) from None
+    return r
+
+
+def outputs():
+    return E.outs[:int(E.ctx[L.C_NOUTS])].tolist()
+
+
+# ---------------------------------------------------------------- op methods
+def _binary_method(op, reflected=None):
+    """Method for a binary op; reflected: the op to run when a scalar is on the left."""
+    code = op.opcode
+
+    def method(self, other):
+        if other.__class__ is Tensor:
+            r = _OP(_CADDR, code, self._i, other._i, 0.0, GRAD_MODE[0])
+            b = other._i
+        elif other.__class__ in _SCALARS:
+            r = _OP(_CADDR, code, self._i, -1, float(other), GRAD_MODE[0])
+            b = -1
+        else:
+            return NotImplemented
+        if r < 0:
+            r = run(op, self._i, b, 0.0 if b >= 0 else float(other))
+        t = _new(Tensor)
+        t._i = r
+        return t
+    method.__name__ = op.name
+    return method
+
+
+def _inplace_method(op, name):
+    code = op.opcode
+
+    def method(self, other=None):
+        if other is None:
+            b, s = -1, 0.0
+        elif other.__class__ is Tensor:
+            b, s = other._i, 0.0
+        elif other.__class__ in _SCALARS:
+            b, s = -1, float(other)
+        else:
+            return NotImplemented
+        r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | 2)
+        if r < 0:
+            run(op, self._i, b, s, GRAD_MODE[0] | 2)
+        return self
+    method.__name__ = name
+    return method
+
+
+def _unary_method(op):
+    code = op.opcode
+
+    def method(self):
+        r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0])
+        if r < 0:
+            r = run(op, self._i)
+        t = _new(Tensor)
+        t._i = r
+        return t
+    method.__name__ = op.name
+    return method
+
+
+def _pow(self, exponent):
+    if exponent.__class__ is Tensor:
+        return _POW_T(self, exponent)
+    return _POW_S(self, exponent)
+
+
+def _rtruediv(self, other):
+    if other.__class__ not in _SCALARS:
+        return NotImplemented
+    return self.reciprocal() * other         # PyTorch's own decomposition
+
+
+def _fill_(self, value):
+    if isinstance(value, Tensor):
+        value = value.item()
+    return _FILL(self, float(value))
+
+
+def _install():
+    T = Tensor
+    add, sub, mul, div = (BY_NAME[n] for n in ("add", "sub", "mul", "div"))
+    for name, op in (("add", add), ("sub", sub), ("mul", mul), ("div", div)):
+        m = _binary_method(op)
+        setattr(T, name, m)
+        setattr(T, f"__{'truediv' if name == 'div' else name}__", m)
+        ip = _inplace_method(op, name + "_")
+        setattr(T, name + "_", ip)
+        setattr(T, f"__i{'truediv' if name == 'div' else name}__", ip)
+    T.__radd__ = T.add
+    T.__rmul__ = T.mul
+    T.__rsub__ = _binary_method(BY_NAME["rsub"])
+    T.__rtruediv__ = _rtruediv
+    T.true_divide = T.div
+    T.__rpow__ = _binary_method(BY_NAME["rpow"])
+    global _POW_T, _POW_S, _FILL
+    _POW_T = _binary_method(BY_NAME["pow_tensor"])
+    _POW_S = _binary_method(BY_NAME["pow"])
+    T.__pow__ = T.pow = _pow
+    _FILL = _inplace_method(BY_NAME["fill_"], "fill_")
+    T.fill_ = _fill_
+    T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_")
+    for op in OPS:
+        if op.kind == "unary" and not op.name.endswith("_"):
+            setattr(T, op.name, _unary_method(op))
+    T.__neg__ = T.neg
+    T.__abs__ = T.abs
+
+
+_POW_T = _POW_S = _FILL = None
+
+
+def _load_kernels(opcode):
+    return OPS[opcode].kernels()
+
+
+E.kernel_loader = _load_kernels
+registry.fill_opinfo(E.opinfo)
