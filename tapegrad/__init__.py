@@ -13,12 +13,14 @@ from ._creation import (tensor, empty, zeros, ones, full, arange, rand, randn, z
                         ones_like, empty_like, full_like, rand_like, randn_like, from_numpy,
                         manual_seed)
 from . import _functions
-from ._functions import *  # noqa: F401,F403  (module-level op spellings)
-from . import autograd
-from .autograd import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
-from . import testing
 
 _install_methods()
 _functions.install()
+
+from ._functions import *  # noqa: F401,F403,E402  (module-level op spellings)
+from . import autograd  # noqa: E402
+from .autograd import (no_grad, enable_grad, inference_mode, set_grad_enabled,  # noqa: E402
+                       is_grad_enabled)
+from . import testing  # noqa: E402
 
 __version__ = "0.1.0"

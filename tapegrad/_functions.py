@@ -1,16 +1,315 @@
-"""Module-level spellings of the ops (tapegrad.exp(x), tapegrad.add(a, b), ...)."""
-from .tensor import Tensor
-from .ops.registry import OPS
+"""The Python side of the ops that take arguments: validation (every user input is
+checked here, before a kernel sees it), then one engine call. Installed as Tensor
+methods and as module-level functions (tapegrad.sum(x), x.sum(), ...)."""
+import collections
+import numbers
 
-__all__ = []
+from . import _dtype as D
+from ._engine import layout as L
+from .tensor import Tensor, E, run, outputs, _wrap, _dim, _shape_of
+from .ops.registry import BY_NAME, OPS
+
+__all__ = ["sum", "mean", "max", "min", "matmul", "mm", "dot", "mv", "reshape", "transpose",
+           "permute", "t", "unbind", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu",
+           "sqrt", "abs", "neg", "add", "sub", "mul", "div", "pow", "true_divide", "clone",
+           "reciprocal"]
+
+_max_ret = collections.namedtuple("max", ["values", "indices"])
+_min_ret = collections.namedtuple("min", ["values", "indices"])
+
+
+def _dims_mask(dim, ndim, fn):
+    if dim is None:
+        return (1 << ndim) - 1
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    if len(dims) == 0:              # PyTorch: an empty dim list reduces everything
+        return (1 << ndim) - 1
+    mask = 0
+    for d in dims:
+        d = _dim(d, ndim, fn)
+        if mask >> d & 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        mask |= 1 << d
+    return mask
+
+
+def _reduce(self, name, dim, keepdim, flag):
+    if not isinstance(self, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(self).__name__}")
+    nd = self.ndim
+    op = BY_NAME[name if dim is None else name + "_dim"]
+    mask = _dims_mask(dim, nd, name)
+    return _wrap(run(op, self._i, iargs=(mask, int(bool(keepdim)), flag)))
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    t = input if dtype is None else input.to(dtype)
+    return _reduce(t, "sum", dim, keepdim, 0)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    t = input if dtype is None else input.to(dtype)
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either "
+                           f"a floating point or complex dtype. Got: {t.dtype.name.capitalize()}")
+    return _reduce(t, "mean", dim, keepdim, 1)
+
+
+def _extreme(name, ret, flag):
+    def fn(input, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):
+            raise NotImplementedError(f"{name}(a, b) elementwise is not supported yet")
+        if dim is None:
+            if input.numel() == 0:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                                   "input.numel() == 0. Specify the reduction dim with the "
+                                   "'dim' argument.")
+            return _wrap(run(BY_NAME[name], input._i, iargs=(0, 0, flag)))
+        d = _dim(dim, input.ndim, name)
+        if input.ndim and input.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+        mask = 1 << d if input.ndim else 1
+        if input.ndim == 0:
+            return ret(input.clone() if input.requires_grad else input.detach(),
+                       _zeros_index())
+        first = run(BY_NAME[name + "_dim"], input._i, iargs=(mask, int(bool(keepdim)), flag))
+        ids = outputs()
+        return ret(_wrap(first), _wrap(ids[1]))
+    fn.__name__ = name
+    return fn
+
+
+def _zeros_index():
+    from ._creation import zeros
+    return zeros((), dtype=D.int64)
+
+
+max = _extreme("max", _max_ret, 0)  # noqa: A001
+min = _extreme("min", _min_ret, 1)  # noqa: A001
+
+
+def matmul(input, other):
+    if not isinstance(other, Tensor) or not isinstance(input, Tensor):
+        raise TypeError("matmul(): arguments must be Tensors")
+    na, nb = input.ndim, other.ndim
+    if na == 0 or nb == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{na}D and {nb}D")
+    sa, sb = input.shape, other.shape
+    k1 = sa[-1]
+    k2 = sb[0] if nb == 1 else sb[-2]
+    if k1 != k2:
+        if na == 1 and nb == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{sa[0]}] and src "
+                               f"[{sb[0]}] to have the same number of elements, but got "
+                               f"{sa[0]} and {sb[0]} elements respectively")
+        if na <= 2 and nb <= 2:
+            rows = 1 if na == 1 else sa[0]
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                               f"({rows}x{k1} and {k2}x{sb[-1] if nb > 1 else 1})")
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{sa[-2] if na > 1 else 1}, {k1}] but got: {list(sb)}.")
+    name = ("dot" if na == 1 and nb == 1 else "mv" if na == 2 and nb == 1 else
+            "mm" if na == 2 and nb == 2 else "matmul")
+    if name == "matmul":
+        try:
+            import numpy as np
+            np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
+        except ValueError:
+            raise RuntimeError(f"The size of tensor a must match the size of tensor b at "
+                               f"non-singleton batch dimensions: {list(sa)} and {list(sb)}") from None
+    return _wrap(run(BY_NAME[name], input._i, other._i))
+
+
+def _checked(name, a, b):
+    if a.ndim != 2 or b.ndim != (1 if name == "mv" else 2):
+        raise RuntimeError(f"{name}: unexpected dims {a.ndim}D and {b.ndim}D")
+    return matmul(a, b)
+
+
+def mm(input, mat2):
+    return _checked("mm", input, mat2)
+
+
+def mv(input, vec):
+    return _checked("mv", input, vec)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+def _resolve_shape(shape, numel, fn):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = list(shape)
+    infer = None
+    known = 1
+    for i, s in enumerate(shape):
+        if isinstance(s, Tensor):
+            s = shape[i] = int(s)
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise TypeError(f"{fn}(): shape must be a sequence of ints, got {shape!r}")
+        if s == -1:
+            if infer is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            infer = i
+        elif s < 0:
+            raise RuntimeError(f"invalid shape dimension {s}")
+        else:
+            known *= s
+    if infer is not None:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{[(-1 if i == infer else x) for i, x in enumerate(shape)]}' "
+                               f"is invalid for input of size {numel}")
+        shape[infer] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+    if len(shape) > L.MAXD:
+        raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {len(shape)}")
+    return shape
+
+
+def view(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], D.dtype):
+        raise NotImplementedError("view(dtype) is not supported")
+    shape = _resolve_shape(shape, self.numel(), "view")
+    if not self.is_contiguous():
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.")
+    return _wrap(run(BY_NAME["view"], self._i, iargs=[len(shape)] + shape))
+
+
+def reshape(input, *shape):
+    shape = _resolve_shape(shape, input.numel(), "reshape")
+    op = BY_NAME["view" if input.is_contiguous() else "reshape_copy"]
+    return _wrap(run(op, input._i, iargs=[len(shape)] + shape))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    nd = input.ndim
+    if nd == 0:
+        return reshape(input, 1)
+    s, e = _dim(start_dim, nd, "flatten"), _dim(end_dim, nd, "flatten")
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    sh = list(input.shape)
+    n = 1
+    for x in sh[s:e + 1]:
+        n *= x
+    return reshape(input, sh[:s] + [n] + sh[e + 1:])
+
+
+def _permute_run(opname, t, perm):
+    return _wrap(run(BY_NAME[opname], t._i, iargs=perm))
+
+
+def permute(input, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    nd = input.ndim
+    if len(dims) != nd:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {nd} is not equal to len(dims) = {len(dims)}")
+    perm = [_dim(d, nd, "permute") for d in dims]
+    if len(set(perm)) != nd:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return _permute_run("permute", input, perm)
+
+
+def transpose(input, dim0, dim1):
+    nd = input.ndim
+    perm = list(range(nd))
+    if nd == 0:
+        _dim(dim0, 0, "transpose"), _dim(dim1, 0, "transpose")
+        return _permute_run("transpose", input, perm)
+    d0, d1 = _dim(dim0, nd, "transpose"), _dim(dim1, nd, "transpose")
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return _permute_run("transpose", input, perm)
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return _permute_run("t", input, list(range(input.ndim))[::-1])
+
+
+def _T(self):
+    return _permute_run("permute", self, list(range(self.ndim))[::-1])
+
+
+def _mT(self):
+    if self.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           f"Got {self.ndim}-D tensor.")
+    return transpose(self, -2, -1)
+
+
+def expand(self, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    sh = list(self.shape)
+    nd, na = len(sizes), len(sh)
+    if nd < na:
+        raise RuntimeError(f"expand(tapegrad.{self.dtype.tensor_type}{{{sh}}}, size={list(sizes)}): "
+                           "the number of sizes provided must be greater or equal to the number "
+                           "of dimensions in the tensor")
+    if nd > L.MAXD:
+        raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {nd}")
+    out = []
+    for d, s in enumerate(sizes):
+        da = d - (nd - na)
+        cur = sh[da] if da >= 0 else None
+        if s == -1:
+            if cur is None:
+                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing dimension")
+            s = cur
+        if cur is not None and cur != s and cur != 1:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
+                               f"size ({cur}) at non-singleton dimension {d}.  Target sizes: "
+                               f"{list(sizes)}.  Tensor sizes: {sh}")
+        out.append(int(s))
+    return _wrap(run(BY_NAME["expand"], self._i, iargs=[nd] + out))
+
+
+def expand_as(self, other):
+    return expand(self, other.shape)
+
+
+def unbind(input, dim=0):
+    nd = input.ndim
+    if nd == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = _dim(dim, nd, "unbind")
+    count = input.shape[d]
+    E.reserve_args(count)
+    if count == 0:
+        return ()
+    first = run(BY_NAME["unbind"], input._i, iargs=(d,))
+    return tuple(_wrap(i) for i in outputs())
+
+
+def _generated(name):
+    return getattr(Tensor, name)
 
 
 def install():
     g = globals()
+    T = Tensor
+    for name in ("sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "reshape",
+                 "flatten", "permute", "transpose", "t", "expand", "expand_as", "unbind"):
+        setattr(T, name, g[name])
+    T.__matmul__ = matmul
+    T.__rmatmul__ = lambda self, other: matmul(other, self)
+    T.T = property(_T)
+    T.mT = property(_mT)
+    T.swapaxes = T.transpose
     for op in OPS:
         if op.kind == "unary" and not op.name.endswith("_"):
-            g[op.name] = getattr(Tensor, op.name)
-            __all__.append(op.name)
+            g[op.name] = getattr(T, op.name)
     for name in ("add", "sub", "mul", "div", "pow", "true_divide"):
-        g[name] = getattr(Tensor, name)
-        __all__.append(name)
+        g[name] = getattr(T, name)

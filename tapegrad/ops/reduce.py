@@ -1,1 +1,407 @@
-"""placeholder"""
+"""Reductions: sum, mean, max, min (over everything, or over dims with keepdim).
+
+Row int attributes: [0] bit mask of reduced dims, [1] keepdim, [2] 1 for mean (sum)
+or for min (max). Partial sums accumulate in float64, like PyTorch's float32 sums
+accumulate in wider precision.
+"""
+import numpy as np
+from numba import njit
+
+from .._engine.layout import (MAXD, F32, F64, I64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE,
+                              M_NUMEL, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE, R_IN, IN_SAVED,
+                              R_OSAVED, E_DTYPE, C_NOUTS)
+from .._engine.lowlevel import ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
+from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
+                            row_grad_addr, edge_grad_addr, input_shape, out_numel)
+from ._ewbase import span, contiguous_strides
+from .registry import OpDef, register
+
+_M = __name__
+
+
+@njit(cache=True)
+def _reduced_layout(M, a, mask, keep):
+    """Input shape/strides, the output shape, and the output's strides seen from the input's
+    index space (0 along reduced dims)."""
+    nd = M[a, M_NDIM]
+    shape = M[a, M_SHAPE:M_SHAPE + nd].copy()
+    ast = M[a, M_STRIDE:M_STRIDE + nd].copy()
+    oshape = np.empty(MAXD, np.int64)
+    ost = np.zeros(nd, np.int64)
+    ond = 0
+    for d in range(nd):
+        if (mask >> d) & 1:
+            if keep:
+                oshape[ond] = 1
+                ond += 1
+        else:
+            oshape[ond] = shape[d]
+            ond += 1
+    s = 1
+    for d in range(nd - 1, -1, -1):
+        if not (mask >> d) & 1:
+            ost[d] = s
+            s *= shape[d]
+    return shape, ast, oshape[:ond], ost
+
+
+@njit(cache=True)
+def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
+    """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
+    gradient back, X[px] += Y[py] * scale."""
+    nd = shape.shape[0]
+    n = 1
+    for d in range(nd):
+        n *= shape[d]
+    if n == 0:
+        return
+    if nd == 0:
+        if accumulate_into_y:
+            Y[0] += X[0] * scale
+        else:
+            X[0] += Y[0] * scale
+        return
+    idx = np.zeros(nd, np.int64)
+    inner = shape[nd - 1]
+    ix = sx[nd - 1]
+    iy = sy[nd - 1]
+    px = 0
+    py = 0
+    done = 0
+    while done < n:
+        if accumulate_into_y:
+            for j in range(inner):
+                Y[py + j * iy] += X[px + j * ix] * scale
+        else:
+            for j in range(inner):
+                X[px + j * ix] += Y[py + j * iy] * scale
+        done += inner
+        d = nd - 2
+        while d >= 0:
+            idx[d] += 1
+            px += sx[d]
+            py += sy[d]
+            if idx[d] < shape[d]:
+                break
+            px -= sx[d] * shape[d]
+            py -= sy[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+@njit(cache=True)
+def _sum_into(A, shape, ast, acc, ost, scale, O):
+    _odometer(shape, ast, ost, A, acc, True, 1.0)
+    for i in range(O.shape[0]):
+        O[i] = acc[i] * scale
+
+
+def sum_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    dt = M[a, M_DTYPE]
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    mask = T[row, R_IATTR]
+    shape, ast, oshape, ost = _reduced_layout(M, a, mask, T[row, R_IATTR + 1])
+    out = make_output(C, dt, oshape.shape[0], oshape)
+    if out < 0:
+        return out
+    n = M[out, M_NUMEL]
+    count = 1
+    for d in range(shape.shape[0]):
+        if (mask >> d) & 1:
+            count *= shape[d]
+    scale = 1.0 / count if T[row, R_IATTR + 2] and count > 0 else (np.nan if T[row, R_IATTR + 2] else 1.0)
+    acc = np.zeros(n, np.float64)
+    if dt == F32:
+        _sum_into(f32_at(data_addr(C, a), span(M, a)), shape, ast, acc, ost, scale,
+                  f32_at(data_addr(C, out), n))
+    else:
+        _sum_into(f64_at(data_addr(C, a), span(M, a)), shape, ast, acc, ost, scale,
+                  f64_at(data_addr(C, out), n))
+    return set_outputs1(C, out)
+
+
+def sum_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return 0
+    ishape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, 0, ishape)
+    shape = ishape[:nd].copy()
+    mask = T[row, R_IATTR]
+    count = 1
+    ost = np.zeros(nd, np.int64)
+    s = 1
+    for d in range(nd - 1, -1, -1):
+        if (mask >> d) & 1:
+            count *= shape[d]
+        else:
+            ost[d] = s
+            s *= shape[d]
+    scale = 1.0 / count if T[row, R_IATTR + 2] else 1.0
+    n_in = 1
+    for d in range(nd):
+        n_in *= shape[d]
+    cs = contiguous_strides(nd, shape)
+    n_out = out_numel(T, row)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _odometer(shape, cs, ost, f32_at(ga, n_in), f32_at(g, n_out), False, np.float32(scale))
+    else:
+        _odometer(shape, cs, ost, f64_at(ga, n_in), f64_at(g, n_out), False, scale)
+    return 0
+
+
+# ------------------------------------------------------------------ max / min
+@njit(cache=True)
+def _better(v, best, is_min):
+    if v != v:
+        return best == best         # NaN wins (propagates), the first one is kept
+    if is_min:
+        return v < best
+    return v > best
+
+
+@njit(cache=True)
+def _extreme_all(A, shape, ast, is_min):
+    nd = shape.shape[0]
+    n = 1
+    for d in range(nd):
+        n *= shape[d]
+    idx = np.zeros(max(nd, 1), np.int64)
+    best = A[0]
+    for k in range(n):
+        p = 0
+        for d in range(nd):
+            p += idx[d] * ast[d]
+        v = A[p]
+        if k == 0 or _better(v, best, is_min):
+            best = v
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+    return best
+
+
+def extreme_all_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    dt = M[a, M_DTYPE]
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    nd = M[a, M_NDIM]
+    shape = M[a, M_SHAPE:M_SHAPE + nd].copy()
+    ast = M[a, M_STRIDE:M_STRIDE + nd].copy()
+    out = make_output(C, dt, 0, shape[:0])
+    if out < 0:
+        return out
+    is_min = T[row, R_IATTR + 2] != 0
+    if dt == F32:
+        f32_at(data_addr(C, out), 1)[0] = _extreme_all(f32_at(data_addr(C, a), span(M, a)),
+                                                       shape, ast, is_min)
+    else:
+        f64_at(data_addr(C, out), 1)[0] = _extreme_all(f64_at(data_addr(C, a), span(M, a)),
+                                                       shape, ast, is_min)
+    return set_outputs1(C, out)
+
+
+@njit(cache=True)
+def _distribute(A, shape, ast, best, g, GA):
+    """Gradient of an all-reduce max/min: split evenly among the elements equal to it."""
+    nd = shape.shape[0]
+    n = GA.shape[0]
+    count = 0
+    idx = np.zeros(max(nd, 1), np.int64)
+    hits = np.zeros(n, np.bool_)
+    for k in range(n):
+        p = 0
+        for d in range(nd):
+            p += idx[d] * ast[d]
+        v = A[p]
+        if v == best or (v != v and best != best):
+            hits[k] = True
+            count += 1
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+    if count == 0:
+        return
+    share = g / count
+    for k in range(n):
+        if hits[k]:
+            GA[k] += share
+
+
+def extreme_all_bwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return 0
+    sa = T[row, R_IN + IN_SAVED]
+    so = T[row, R_OSAVED]
+    nd = M[sa, M_NDIM]
+    shape = M[sa, M_SHAPE:M_SHAPE + nd].copy()
+    ast = M[sa, M_STRIDE:M_STRIDE + nd].copy()
+    n = M[sa, M_NUMEL]
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _distribute(f32_at(data_addr(C, sa), span(M, sa)), shape, ast,
+                    f32_at(data_addr(C, so), 1)[0], f32_at(g, 1)[0], f32_at(ga, n))
+    else:
+        _distribute(f64_at(data_addr(C, sa), span(M, sa)), shape, ast,
+                    f64_at(data_addr(C, so), 1)[0], f64_at(g, 1)[0], f64_at(ga, n))
+    return 0
+
+
+@njit(cache=True)
+def _extreme_dim(A, shape, ast, dim, V, I, is_min):
+    """Values and first indices of the max/min along dim; outputs are contiguous over the
+    other dims (keepdim or not, the element order is the same)."""
+    nd = shape.shape[0]
+    m = shape[dim]
+    sd = ast[dim]
+    nout = V.shape[0]
+    idx = np.zeros(max(nd, 1), np.int64)
+    for o in range(nout):
+        p = 0
+        for d in range(nd):
+            p += idx[d] * ast[d]
+        best = A[p]
+        bi = 0
+        for j in range(1, m):
+            v = A[p + j * sd]
+            if _better(v, best, is_min):
+                best = v
+                bi = j
+        V[o] = best
+        I[o] = bi
+        d = nd - 1
+        while d >= 0:
+            if d == dim:
+                d -= 1
+                continue
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+
+
+def extreme_dim_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    dt = M[a, M_DTYPE]
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    mask = T[row, R_IATTR]
+    dim = 0
+    while not (mask >> dim) & 1:
+        dim += 1
+    shape, ast, oshape, ost = _reduced_layout(M, a, mask, T[row, R_IATTR + 1])
+    ond = oshape.shape[0]
+    vals = make_output(C, dt, ond, oshape)
+    if vals < 0:
+        return vals
+    inds = meta_contiguous(C, I64, ond, oshape, False)
+    if inds < 0:
+        return inds
+    n = M[vals, M_NUMEL]
+    is_min = T[row, R_IATTR + 2] != 0
+    I = i64_at(data_addr(C, inds), n)
+    if dt == F32:
+        _extreme_dim(f32_at(data_addr(C, a), span(M, a)), shape, ast, dim,
+                     f32_at(data_addr(C, vals), n), I, is_min)
+    else:
+        _extreme_dim(f64_at(data_addr(C, a), span(M, a)), shape, ast, dim,
+                     f64_at(data_addr(C, vals), n), I, is_min)
+    outs = outs_of(C)
+    outs[0] = vals
+    outs[1] = inds
+    C[C_NOUTS] = 2
+    return 0
+
+
+@njit(cache=True)
+def _scatter_dim(G, I, shape, dim, GA):
+    nd = shape.shape[0]
+    cs = contiguous_strides(nd, shape)
+    sd = cs[dim]
+    idx = np.zeros(max(nd, 1), np.int64)
+    for o in range(G.shape[0]):
+        p = 0
+        for d in range(nd):
+            p += idx[d] * cs[d]
+        GA[p + I[o] * sd] += G[o]
+        d = nd - 1
+        while d >= 0:
+            if d == dim:
+                d -= 1
+                continue
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+
+
+def extreme_dim_bwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return 0
+    ishape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, 0, ishape)
+    shape = ishape[:nd].copy()
+    mask = T[row, R_IATTR]
+    dim = 0
+    while not (mask >> dim) & 1:
+        dim += 1
+    n_in = 1
+    for d in range(nd):
+        n_in *= shape[d]
+    n = out_numel(T, row)
+    inds = T[row, R_OSAVED]
+    I = i64_at(data_addr(C, inds), n)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _scatter_dim(f32_at(g, n), I, shape, dim, f32_at(ga, n_in))
+    else:
+        _scatter_dim(f64_at(g, n), I, shape, dim, f64_at(ga, n_in))
+    return 0
+
+
+def _reduction(name, grad_fn, fwd, bwd, **kw):
+    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=1,
+                          diff=(0,), **kw))
+
+
+_reduction("sum", "SumBackward0", "sum_fwd", "sum_bwd")
+_reduction("sum_dim", "SumBackward1", "sum_fwd", "sum_bwd")
+_reduction("mean", "MeanBackward0", "sum_fwd", "sum_bwd")
+_reduction("mean_dim", "MeanBackward1", "sum_fwd", "sum_bwd")
+_reduction("max", "MaxBackward1", "extreme_all_fwd", "extreme_all_bwd", saves=("a",), saved_out=0)
+_reduction("min", "MinBackward1", "extreme_all_fwd", "extreme_all_bwd", saves=("a",), saved_out=0)
+_reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd", saved_out=1)
+_reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd", saved_out=1)
