@@ -15,6 +15,7 @@ import numba
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _KERNEL_DIRS = ("_engine", "ops")
+_NOT_KERNELS = {"state.py", "cache.py", "__init__.py"}   # pure Python: no compiled code
 
 
 def _source_hash():
@@ -24,7 +25,7 @@ def _source_hash():
     for sub in _KERNEL_DIRS:
         folder = os.path.join(_PKG, sub)
         for name in sorted(os.listdir(folder)):
-            if name.endswith(".py"):
+            if name.endswith(".py") and name not in _NOT_KERNELS:
                 with open(os.path.join(folder, name), "rb") as f:
                     h.update(name.encode())
                     h.update(f.read())
