@@ -101,7 +101,8 @@ def warmup():
     from tapegrad._engine.state import engine
     t0 = time.perf_counter()
     for op in OPS:
-        engine().load_kernels(op.opcode)
+        for slot in range(2):
+            engine().load_kernels(op.opcode, slot)
     print(f"{len(OPS)} ops ready in {time.perf_counter() - t0:.1f} s "
           f"(cache: {tg._engine.cache.CACHE_DIR})")
     return 0

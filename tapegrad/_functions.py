@@ -107,8 +107,9 @@ def matmul(input, other):
             rows = 1 if na == 1 else sa[0]
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
                                f"({rows}x{k1} and {k2}x{sb[-1] if nb > 1 else 1})")
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{sa[-2] if na > 1 else 1}, {k1}] but got: {list(sb)}.")
+        raise RuntimeError(f"matmul: the last dim of the first operand ({k1}) must equal the "
+                           f"{'first' if nb == 1 else 'second-to-last'} dim of the second "
+                           f"({k2}); shapes {list(sa)} and {list(sb)}")
     name = ("dot" if na == 1 and nb == 1 else "mv" if na == 2 and nb == 1 else
             "mm" if na == 2 and nb == 2 else "matmul")
     if name == "matmul":

@@ -21,6 +21,7 @@ from . import _format
 E = engine()
 _CADDR = E.caddr
 _OP = E.op
+_SWEEP = E.sweep
 _new = object.__new__
 _SCALARS = (float, int, bool)
 _LEAVES = weakref.WeakValueDictionary()     # leaf id -> its wrapper (for .variable)
@@ -198,9 +199,20 @@ class Tensor:
 
     # ------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd import backward
-        backward([self], None if gradient is None else [gradient], retain_graph,
-                 create_graph, inputs)
+        if gradient is None and inputs is None and not create_graph:
+            # the common case, a scalar loss: straight into the compiled sweep; anything
+            # that needs attention (a kernel to load, a table to grow, an error) takes the
+            # general path, which starts over (a failed sweep changes nothing)
+            i = self._i
+            m = E.meta
+            if m[i, L.M_NUMEL] == 1 and m[i, L.M_FLAGS] & L.FL_REQ:
+                ia = E.iargs
+                ia[0] = i
+                ia[1] = -1
+                if _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph)) >= 0:
+                    return
+        _backward([self], None if gradient is None else [gradient], retain_graph,
+                  create_graph, inputs)
 
     def detach(self):
         return _wrap(E.call(core.detach, self._i))
@@ -512,9 +524,10 @@ def _install():
 _POW_T = _POW_S = _FILL = None
 
 
-def _load_kernels(opcode):
-    return OPS[opcode].kernels()
+def _load_kernels(opcode, slot):
+    return OPS[opcode].kernels(slot)
 
 
 E.kernel_loader = _load_kernels
+from .autograd import backward as _backward  # noqa: E402  (autograd needs the front loaded)
 registry.fill_opinfo(E.opinfo)

@@ -9,8 +9,8 @@ from numba import njit
 
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
 from .lowlevel import (ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
-                       err_of, work_of, opinfo_of, fwd_table, bwd_table, f32_at, f64_at,
-                       i64_at, u8_at, call_kernel, c_malloc, c_calloc, c_free)
+                       err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
+                       f64_at, i64_at, u8_at, call_kernel, c_malloc, c_calloc, c_free)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -443,6 +443,148 @@ def set_outputs1(C, out):
     return 0
 
 
+# ---------------------------------------------------------------- elementwise operands
+@njit(cache=True)
+def span(M, t):
+    """Elements from t's first to its last element (its extent in the storage)."""
+    if M[t, M_NUMEL] == 0:
+        return 0
+    n = 1
+    for d in range(M[t, M_NDIM]):
+        n += (M[t, M_SHAPE + d] - 1) * M[t, M_STRIDE + d]
+    return n
+
+
+@njit(cache=True)
+def contiguous_strides(nd, shape):
+    st = np.empty(nd, np.int64)
+    s = 1
+    for d in range(nd - 1, -1, -1):
+        st[d] = s
+        s *= shape[d]
+    return st
+
+
+@njit(cache=True)
+def _desc_is_contiguous(D, k, nd):
+    """Whether operand row k of desc walks the index space contiguously."""
+    s = 1
+    for d in range(nd - 1, -1, -1):
+        if D[D_ST + k * MAXD + d] != s and D[D_SHAPE + d] != 1:
+            return False
+        s *= D[D_SHAPE + d]
+    return True
+
+
+@njit(cache=True)
+def _desc_scalar(C, D, dt, s):
+    f64_at(C[C_DESC], DW)[D_S] = s
+    if dt == F32:
+        f32_at(C[C_DESC] + D_SCAL * 8, 1)[0] = np.float32(s)
+    else:
+        f64_at(C[C_DESC] + D_SCAL * 8, 1)[0] = s
+
+
+@njit(cache=True)
+def ew_forward_prep(C, row, a, b):
+    """Check an elementwise row's operands, make its output and describe the loop in
+    desc. Returns the output id or a status."""
+    M = meta_of(C)
+    D = desc_of(C)
+    dt = M[a, M_DTYPE]
+    if (dt != F32 and dt != F64) or (b >= 0 and M[b, M_DTYPE] != dt):
+        return E_DTYPE
+    shape = D[D_SHAPE:D_SHAPE + MAXD]
+    nd = broadcast_shape(M, a, b, shape)
+    if nd < 0:
+        return E_SHAPE
+    out = make_output(C, dt, nd, shape)
+    if out < 0:
+        return out
+    D[D_ST:D_ST + 6 * MAXD] = 0
+    aligned_strides(M, a, nd, shape, D[D_ST:D_ST + MAXD])
+    D[D_ADDR] = data_addr(C, a)
+    D[D_SPAN] = span(M, a)
+    if b >= 0:
+        aligned_strides(M, b, nd, shape, D[D_ST + MAXD:D_ST + 2 * MAXD])
+        D[D_ADDR + 1] = data_addr(C, b)
+        D[D_SPAN + 1] = span(M, b)
+    else:
+        D[D_ADDR + 1] = C[C_DESC] + D_SCAL * 8
+        D[D_SPAN + 1] = 1
+    aligned_strides(M, out, nd, shape, D[D_ST + 2 * MAXD:D_ST + 3 * MAXD])
+    D[D_ADDR + 2] = data_addr(C, out)
+    D[D_SPAN + 2] = span(M, out)
+    D[D_N] = M[out, M_NUMEL]
+    D[D_ND] = nd
+    D[D_BSCAL] = b < 0
+    D[D_FLAT] = (_desc_is_contiguous(D, 0, nd) and _desc_is_contiguous(D, 2, nd)
+                 and (b < 0 or _desc_is_contiguous(D, 1, nd)))
+    _desc_scalar(C, D, dt, fattr_of(C)[row])
+    return out
+
+
+@njit(cache=True)
+def ew_backward_prep(C, row):
+    """Describe an elementwise row's backward loop in desc: its saved operands, incoming
+    gradient and the gradient buffers of its inputs (broadcast dims get stride 0)."""
+    M = meta_of(C)
+    T = tape_of(C)
+    D = desc_of(C)
+    dt = T[row, R_ODTYPE]
+    nd = T[row, R_ONDIM]
+    shape = D[D_SHAPE:D_SHAPE + MAXD]
+    for d in range(nd):
+        shape[d] = T[row, R_OSHAPE + d]
+    D[D_ST:D_ST + 6 * MAXD] = 0
+    D[D_ADDR:D_ADDR + 6] = 0
+    D[D_SPAN:D_SPAN + 6] = 0
+    for k in range(-1, 2):
+        sv = T[row, R_OSAVED] if k < 0 else (T[row, R_IN + k * IW + IN_SAVED]
+                                             if k < T[row, R_NIN] else -1)
+        slot = 2 if k < 0 else k
+        if sv >= 0:
+            aligned_strides(M, sv, nd, shape, D[D_ST + slot * MAXD:D_ST + (slot + 1) * MAXD])
+            D[D_ADDR + slot] = data_addr(C, sv)
+            D[D_SPAN + slot] = span(M, sv)
+    bscal = T[row, R_NIN] < 2
+    if bscal:
+        D[D_ADDR + 1] = C[C_DESC] + D_SCAL * 8
+        D[D_SPAN + 1] = 1
+    n = out_numel(T, row)
+    s = 1
+    for d in range(nd - 1, -1, -1):
+        D[D_ST + 3 * MAXD + d] = s
+        s *= shape[d]
+    D[D_ADDR + 3] = row_grad_addr(C, row, 0)
+    D[D_SPAN + 3] = n
+    ishape = np.empty(MAXD, np.int64)
+    for k in range(T[row, R_NIN]):
+        g = edge_grad_addr(C, row, k)
+        D[D_W0 + k] = g != 0
+        if g != 0:
+            ni = input_shape(C, row, k, ishape)
+            aligned_contiguous_strides(ni, ishape, nd, shape,
+                                       D[D_ST + (4 + k) * MAXD:D_ST + (5 + k) * MAXD])
+            D[D_ADDR + 4 + k] = g
+            m = 1
+            for d in range(ni):
+                m *= ishape[d]
+            D[D_SPAN + 4 + k] = m
+    if T[row, R_NIN] < 2:
+        D[D_W1] = 0
+    D[D_N] = n
+    D[D_ND] = nd
+    D[D_BSCAL] = bscal
+    flat = True
+    for k in range(6):
+        if D[D_ADDR + k] != 0 and not (k == 1 and bscal):
+            flat = flat and _desc_is_contiguous(D, k, nd)
+    D[D_FLAT] = flat
+    _desc_scalar(C, D, dt, fattr_of(C)[row])
+    return 0
+
+
 # ---------------------------------------------------------------- recording
 @njit(cache=True)
 def clone_tensor(C, t):
@@ -470,11 +612,17 @@ def op_entry(caddr, op, a, b, s, flags):
         return E_GROW_STOR
     if C[C_TAPE_CAP] - C[C_LIVE_ROWS] < 4:
         return E_GROW_TAPE
-    fwd = fwd_table(C)[op]
+    info = opinfo_of(C)
+    ew = info[op, O_KIND] == KIND_EW
+    dta = M[a, M_DTYPE]
+    if ew and (dta != F32 and dta != F64):
+        return E_DTYPE
+    slot = op * NKSLOT + (1 if dta == F64 else 0)
+    fwd = fwd_table(C)[slot]
     if fwd == 0:
         err_of(C)[0] = op
+        err_of(C)[1] = slot - op * NKSLOT
         return E_NEED_KERNEL
-    info = opinfo_of(C)
     saves = info[op, O_SAVES]
     diff = info[op, O_DIFF]
     grad_on = (flags & 1) != 0
@@ -517,7 +665,14 @@ def op_entry(caddr, op, a, b, s, flags):
         M[self_copy, M_REFS] += 1
     C[C_INPLACE] = a if inplace else -1
     C[C_NOUTS] = 0
-    st = call_kernel(fwd, caddr, r)
+    if ew:
+        st = ew_forward_prep(C, r, a, b)
+        if st >= 0:
+            outs_of(C)[0] = st
+            C[C_NOUTS] = 1
+            st = call_kernel(fwd, C[C_DESC], 0)
+    else:
+        st = call_kernel(fwd, caddr, r)
     C[C_INPLACE] = -1
     if st < 0:
         if self_copy >= 0:
@@ -726,7 +881,8 @@ def sweep(caddr, nroots, ncap, mode, retain):
     E = err_of(C)
     bwd = bwd_table(C)
     C[C_MODE] = mode
-    cap = C[C_TAPE_CAP]
+    info = opinfo_of(C)
+    cap = C[C_LIVE_ROWS] + 1
     rows = np.empty(cap, np.int64)
     stack = np.empty(cap, np.int64)
     nm = 0
@@ -752,7 +908,21 @@ def sweep(caddr, nroots, ncap, mode, retain):
                     nm += 1
                     stack[ns] = pr
                     ns += 1
-    # every check before any gradient is written
+    # every check before any gradient is written: room for a gradient buffer per row and
+    # per leaf edge, kernels present, saved tensors intact
+    need = nroots + ncap + 8
+    for j in range(nm):
+        r = rows[j]
+        need += 1
+        for k in range(T[r, R_NIN]):
+            if T[r, R_IN + k * IW + IN_T] >= 0:
+                need += 1
+    if C[C_STOR_CAP] - C[C_LIVE_STOR] < need:
+        _unmark(T, rows, nm)
+        return E_GROW_STOR
+    if C[C_META_CAP] - C[C_LIVE_META] < need:
+        _unmark(T, rows, nm)
+        return E_GROW_META
     for j in range(nm):
         r = rows[j]
         op = T[r, R_OP]
@@ -760,9 +930,11 @@ def sweep(caddr, nroots, ncap, mode, retain):
             _unmark(T, rows, nm)
             E[0] = r
             return E_FREED
-        if bwd[op] == 0:
+        slot = op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)
+        if bwd[slot] == 0:
             _unmark(T, rows, nm)
             E[0] = op
+            E[1] = slot - op * NKSLOT
             return E_NEED_KERNEL
         for k in range(-1, T[r, R_NIN]):
             if k < 0:
@@ -829,7 +1001,13 @@ def sweep(caddr, nroots, ncap, mode, retain):
             for q in range(nd_):
                 if M[deliver[q], M_ROW] == r:
                     _deliver(C, deliver[q], r)
-            st = call_kernel(bwd[T[r, R_OP]], caddr, r)
+            op = T[r, R_OP]
+            fn = bwd[op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)]
+            if info[op, O_KIND] == KIND_EW:
+                ew_backward_prep(C, r)
+                st = call_kernel(fn, C[C_DESC], 0)
+            else:
+                st = call_kernel(fn, caddr, r)
             if st < 0:
                 status = st
                 E[0] = r

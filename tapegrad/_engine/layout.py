@@ -104,13 +104,17 @@ C_BYTES = 28                  # bytes held by tapegrad-malloc'ed storages
 C_WORK = 29                   # address of a scratch int64 array (work lists of the sweep)
 C_WORK_CAP = 30
 C_IARGS_CAP = 31
+C_DESC = 32                   # address of desc[]: the operand layout handed to elementwise loops
 NCTX = 40
 
 # ---- opinfo[op, :] --------------------------------------------------------------
 O_SAVES = 0      # bit k: input k is saved
 O_DIFF = 1       # bit k: input k receives a gradient
 O_SAVED_OUT = 2  # which output is saved for backward, -1 for none
+O_KIND = 3       # KIND_CUSTOM: kernels take (ctx, row); KIND_EW: loops take (desc, 0)
 OIW = 4
+KIND_CUSTOM, KIND_EW = 0, 1
+NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
 
 MODE_BACKWARD = 0   # leaves accumulate into .grad
 MODE_GRAD = 1       # autograd.grad: only FL_CAPTURE tensors receive (into M_GTMP)
@@ -130,3 +134,18 @@ E_INPLACE_SHAPE = -15
 E_ARG = -16
 E_WORK = -17          # scratch list too small: err = (needed,)
 E_VIEW_INPLACE = -18
+
+# ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------
+D_N = 0          # elements in the index space
+D_ND = 1
+D_FLAT = 2       # every operand contiguous over the index space
+D_BSCAL = 3      # b is the Python scalar (stored at D_SCAL in the operands' dtype)
+D_W0 = 4         # backward: input 0 wants a gradient
+D_W1 = 5
+D_ADDR = 8       # 8..13: addresses of A, B, O, G, GA, GB
+D_SPAN = 14      # 14..19: their extents in elements
+D_SHAPE = 20     # 20..27
+D_ST = 28        # 28..75: strides, 6 rows (A, B, O, G, GA, GB) of MAXD
+D_S = 76         # the scalar attribute as float64 bits
+D_SCAL = 77      # the scalar operand in the operands' dtype (a one-element array)
+DW = 80

@@ -11,7 +11,7 @@ from numba.core.extending import intrinsic
 
 from .layout import NCTX, MW, SW, RW, C_META, C_META_CAP, C_STOR, C_STOR_CAP, \
     C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, \
-    C_OUTS_CAP, C_ERR, C_WORK, C_WORK_CAP, C_IARGS_CAP
+    C_OUTS_CAP, C_ERR, C_WORK, C_WORK_CAP, C_IARGS_CAP, C_DESC, DW
 
 
 def _ptr_intrinsic(nbtype):
@@ -103,12 +103,17 @@ def opinfo_of(C):
 
 @njit(cache=True)
 def fwd_table(C):
-    return carray(ptr_i64(C[C_FWD]), (256,))
+    return carray(ptr_i64(C[C_FWD]), (512,))
 
 
 @njit(cache=True)
 def bwd_table(C):
-    return carray(ptr_i64(C[C_BWD]), (256,))
+    return carray(ptr_i64(C[C_BWD]), (512,))
+
+
+@njit(cache=True)
+def desc_of(C):
+    return carray(ptr_i64(C[C_DESC]), (DW,))
 
 
 @njit(cache=True)

@@ -37,8 +37,9 @@ class Engine:
     def __init__(self, meta_cap=1024, stor_cap=1024, tape_cap=1024):
         self.ctx = np.zeros(L.NCTX, np.int64)
         self.caddr = self.ctx.ctypes.data
-        self.fwd = np.zeros(256, np.int64)
-        self.bwd = np.zeros(256, np.int64)
+        self.fwd = np.zeros(256 * L.NKSLOT, np.int64)
+        self.bwd = np.zeros(256 * L.NKSLOT, np.int64)
+        self.desc = np.zeros(L.DW, np.int64)
         self.opinfo = np.zeros((256, L.OIW), np.int64)
         self.err = np.zeros(16, np.int64)
         self.iargs = np.zeros(64, np.int64)
@@ -56,6 +57,7 @@ class Engine:
         c[L.C_IARGS_CAP] = len(self.iargs)
         c[L.C_OUTS] = self.outs.ctypes.data
         c[L.C_OUTS_CAP] = len(self.outs)
+        c[L.C_DESC] = self.desc.ctypes.data
         c[L.C_META_FREE] = c[L.C_STOR_FREE] = c[L.C_TAPE_FREE] = -1
         c[L.C_INPLACE] = -1
         self._grow("meta", meta_cap)
@@ -63,7 +65,7 @@ class Engine:
         self._grow("tape", tape_cap)
         self.ext = {}            # storage id -> the NumPy array whose memory it adopted
         self.relq = []           # ids whose Python wrapper died, released in batches
-        self.kernel_loader = None    # set by tapegrad.ops: opcode -> (fwd, bwd) cfuncs
+        self.kernel_loader = None    # set by the front: (opcode, slot) -> (fwd, bwd) cfuncs
         self._kernels = {}
         with kernel_cache():
             self.op = _entry(core.op_entry, _OP_SIG)
@@ -117,17 +119,18 @@ class Engine:
             self._grow("stor")
 
     # ------------------------------------------------------------ kernels
-    def load_kernels(self, opcode):
-        fwd, bwd = self.kernel_loader(opcode)
-        self._kernels[opcode] = (fwd, bwd)      # keep the cfuncs alive
-        self.fwd[opcode] = fwd.address
-        self.bwd[opcode] = bwd.address
+    def load_kernels(self, opcode, slot=0):
+        fwd, bwd = self.kernel_loader(opcode, slot)
+        i = opcode * L.NKSLOT + slot
+        self._kernels[i] = (fwd, bwd)      # keep the cfuncs alive
+        self.fwd[i] = fwd.address
+        self.bwd[i] = bwd.address
 
     def handle(self, code):
         """Recover from a retryable status (grow a table, load a kernel). Returns False
         when the status is an error for the caller to raise."""
         if code == L.E_NEED_KERNEL:
-            self.load_kernels(int(self.err[0]))
+            self.load_kernels(int(self.err[0]), int(self.err[1]))
         elif code == L.E_GROW_META:
             self._grow("meta")
         elif code == L.E_GROW_STOR:

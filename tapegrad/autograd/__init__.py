@@ -49,12 +49,6 @@ def _run_sweep(roots, seeds, captures, mode, retain):
     E = engine()
     n, m = len(roots), len(captures)
     E.reserve_args(2 * n + m)
-    # the sweep allocates gradient buffers: room for one per live row and per leaf
-    c = E.ctx
-    while E.stor.shape[0] - c[L.C_LIVE_STOR] < c[L.C_LIVE_ROWS] + c[L.C_LIVE_META] + 16:
-        E._grow("stor")
-    while E.meta.shape[0] - c[L.C_LIVE_META] < c[L.C_LIVE_META] + m + 16:
-        E._grow("meta")
     while True:
         E.iargs[:n] = roots
         E.iargs[n:2 * n] = seeds
@@ -62,8 +56,8 @@ def _run_sweep(roots, seeds, captures, mode, retain):
         r = E.sweep(E.caddr, n, m, mode, retain)
         if r >= 0:
             return E.outs[:m].tolist()
-        if r == L.E_NEED_KERNEL:
-            E.load_kernels(int(E.err[0]))
+        if r in (L.E_NEED_KERNEL, L.E_GROW_STOR, L.E_GROW_META):
+            E.handle(r)
             continue
         raise _sweep_error(r, E.err.copy())
 

@@ -1,9 +1,14 @@
-"""Turns an elementwise OpDef's formulas into a module of kernels.
+"""Turns an elementwise OpDef's formulas into loop kernels.
 
-The module is written as a real file in the hash-keyed cache directory (Numba can only
-cache functions that have a source file) and imported from there. Formulas see the
-operands ``a``, ``b`` (a tensor element or the Python scalar), ``out``, the incoming
-gradient ``g``, the scalar attribute ``s`` and typed constants ``zero one two half``.
+The engine prepares operands once for every elementwise op (broadcast strides, output,
+gradient buffers) and hands a kernel only a descriptor; a kernel is the op's loop and
+nothing else, one C function per (op, dtype, direction), compiled on first use. The module
+is written as a real file in the hash-keyed cache directory (Numba caches only functions
+that have a source file) and imported from there.
+
+Formulas see the operands ``a``, ``b`` (a tensor element or the Python scalar), ``out``,
+the incoming gradient ``g``, the scalar attribute ``s`` and typed constants
+``zero one two half``.
 """
 import importlib.util
 import os
@@ -16,19 +21,18 @@ _HEADER = '''\
 import numpy as np
 from numpy import exp, log, sin, cos, tanh, sqrt, sign
 from numba import njit
-from tapegrad._engine.layout import F32, R_NIN
-from tapegrad._engine.lowlevel import ctx_of, tape_of, fattr_of, f32_at, f64_at
-from tapegrad._engine.core import data_addr, set_outputs1, input_id, out_numel
-from tapegrad.ops._ewbase import prep_forward, prep_backward, span, grad_of_row
-from tapegrad._engine.lowlevel import meta_of
+from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,
+                                     D_ADDR, D_SPAN, D_SHAPE, D_ST, D_S)
+from tapegrad._engine.lowlevel import i64_at, f32_at, f64_at
 '''
 
 
-def _nd_loop(operands, body, flat_body, indent="    "):
-    """Source of a loop over an nd index space: flat when every operand is contiguous,
-    else an inner strided loop plus an odometer over the outer dims. A scalar b (bscal)
-    is read once, outside the flat loop, so that loop stays vectorisable."""
-    i1, i2, i3 = indent, indent * 2, indent * 3
+def _nd_loop(operands, body, flat_body, unit_body, indent="    "):
+    """Source of a loop over an nd index space: flat when every operand is contiguous;
+    otherwise an odometer over the outer dims around an inner loop, which has a
+    unit-stride copy (vectorisable) for when every inner stride is 1. A scalar b (bscal)
+    is read once, outside the flat loop."""
+    i1, i2, i3, i4 = indent, indent * 2, indent * 3, indent * 4
     scalar_body = [x for x in flat_body if x != "b = B[i]"]
     lines = [f"{i1}if flat and bscal:",
              f"{i2}b = B[0]",
@@ -39,7 +43,6 @@ def _nd_loop(operands, body, flat_body, indent="    "):
               f"{i2}for i in range(n):"]
     lines += [f"{i3}{x}" for x in flat_body]
     lines += [f"{i2}return",
-              f"{i1}nd = shape.shape[0]",
               f"{i1}if n == 0:",
               f"{i2}return",
               f"{i1}if nd == 0:",
@@ -48,136 +51,114 @@ def _nd_loop(operands, body, flat_body, indent="    "):
     lines += [f"{i2}return",
               f"{i1}idx = np.zeros(nd, np.int64)",
               f"{i1}inner = shape[nd - 1]"]
-    for x in operands:
+    for x, k in operands.items():
         lines.append(f"{i1}p{x} = 0")
-        lines.append(f"{i1}i{x} = st[{operands[x]}, nd - 1]")
-    lines += [f"{i1}done = 0",
+        lines.append(f"{i1}i{x} = st[{k}, nd - 1]")
+    unit = " and ".join(f"i{x} == 1" for x in operands) or "True"
+    lines += [f"{i1}unit = {unit}",
+              f"{i1}done = 0",
               f"{i1}while done < n:",
-              f"{i2}for j in range(inner):"]
-    lines += [f"{i3}{x}" for x in body]
+              f"{i2}if unit:",
+              f"{i3}for j in range(inner):"]
+    lines += [f"{i4}{x}" for x in unit_body]
+    lines += [f"{i2}else:",
+              f"{i3}for j in range(inner):"]
+    lines += [f"{i4}{x}" for x in body]
     lines += [f"{i2}done += inner",
               f"{i2}d = nd - 2",
               f"{i2}while d >= 0:",
               f"{i3}idx[d] += 1"]
-    for x in operands:
-        lines.append(f"{i3}p{x} += st[{operands[x]}, d]")
+    for x, k in operands.items():
+        lines.append(f"{i3}p{x} += st[{k}, d]")
     lines += [f"{i3}if idx[d] < shape[d]:",
               f"{i3}    break"]
-    for x in operands:
-        lines.append(f"{i3}p{x} -= st[{operands[x]}, d] * shape[d]")
+    for x, k in operands.items():
+        lines.append(f"{i3}p{x} -= st[{k}, d] * shape[d]")
     lines += [f"{i3}idx[d] = 0",
               f"{i3}d -= 1"]
     return lines
 
 
+def _reads(names, binary):
+    """(strided, flat, unit-stride) read statements for the operands a formula uses."""
+    strided, flat, unit, ops = [], [], [], {}
+    for nm, arr, k in (("a", "A", 0), ("b", "B", 1), ("out", "O", 2)):
+        if nm in names and (nm != "b" or binary):
+            ops[arr] = k
+            strided.append(f"{nm} = {arr}[p{arr} + j * i{arr}]")
+            flat.append(f"{nm} = {arr}[i]")
+            unit.append(f"{nm} = {arr}[p{arr} + j]")
+    return strided, flat, unit, ops
+
+
 def _source(op):
+    from .registry import _names
     binary = op.kind == "binary"
     src = [_HEADER.format(name=op.name)]
 
-    # ---- forward loop
-    ops_f = {"A": 0, "O": 2}
-    if binary:
-        ops_f = {"A": 0, "B": 1, "O": 2}
-    reads = ["a = A[pA + j * iA]"] + (["b = B[pB + j * iB]"] if binary else [])
-    freads = ["a = A[i]"] + (["b = B[i]"] if binary else [])
+    # ---- forward loop: O = f(a, b)
+    r, fr, ur, ops_f = _reads(_names(op.forward) | {"a"}, binary)
+    ops_f["O"] = 2
     src.append("@njit(cache=True)")
-    src.append("def _fwd_loop(A, B, O, st, shape, n, flat, bscal, s, zero, one, two, half):")
-    src += _nd_loop(ops_f, reads + [f"O[pO + j * iO] = {op.forward}"],
-                    freads + [f"O[i] = {op.forward}"])
+    src.append("def _fwd_loop(A, B, O, st, shape, nd, n, flat, bscal, s, zero, one, two, half):")
+    src += _nd_loop(ops_f, r + [f"O[pO + j * iO] = {op.forward}"],
+                    fr + [f"O[i] = {op.forward}"], ur + [f"O[pO + j] = {op.forward}"])
     src.append("")
 
-    # ---- backward loop
+    # ---- backward loop: GA += da, GB += db
     used = set()
     for gf in op.grads:
         if gf is not None:
-            used |= _names_of(gf)
-    ops_b = {"G": -1}
-    names = [("a", "A", 0), ("b", "B", 1), ("out", "O", 2)]
-    breads, bfreads = ["g = G[pG + j]"], ["g = G[i]"]
-    for nm, arr, k in names:
-        if nm in used and (nm != "b" or binary):
-            ops_b[arr] = k
-            breads.append(f"{nm} = {arr}[p{arr} + j * i{arr}]")
-            bfreads.append(f"{nm} = {arr}[i]")
-    body, fbody = list(breads), list(bfreads)
+            used |= _names(gf)
+    r, fr, ur, ops_b = _reads(used, binary)
+    ops_b["G"] = 3
+    r.append("g = G[pG + j * iG]")
+    fr.append("g = G[i]")
+    ur.append("g = G[pG + j]")
+    body, fbody, ubody = list(r), list(fr), list(ur)
     for k, gf in enumerate(op.grads):
         if gf is None:
             continue
         tgt = "GA" if k == 0 else "GB"
-        ops_b[tgt] = 3 + k
+        ops_b[tgt] = 4 + k
         body += [f"if w{k}:", f"    {tgt}[p{tgt} + j * i{tgt}] += {gf}"]
         fbody += [f"if w{k}:", f"    {tgt}[i] += {gf}"]
-    # G is contiguous in the output's index space: its pointer advances with the odometer
+        ubody += [f"if w{k}:", f"    {tgt}[p{tgt} + j] += {gf}"]
     src.append("@njit(cache=True)")
-    src.append("def _bwd_loop(G, A, B, O, GA, GB, w0, w1, st, shape, n, flat, bscal, s, "
+    src.append("def _bwd_loop(G, A, B, O, GA, GB, w0, w1, st, shape, nd, n, flat, bscal, s, "
                "zero, one, two, half):")
-    loop = _nd_loop({k: v for k, v in ops_b.items() if k != "G"}, body, fbody)
-    # the incoming gradient walks contiguously: rewrite its reads to a running counter
-    loop = [ln.replace("g = G[pG + j]", "g = G[done + j]") for ln in loop]
-    src += loop
+    src += _nd_loop(ops_b, body, fbody, ubody)
     src.append("")
 
-    # ---- C entry points
-    nin = 2 if binary else 1
-    src.append(f'''
-def fwd(caddr, row):
-    C = ctx_of(caddr)
-    M = meta_of(C)
-    out, dt, shape, st, flat = prep_forward(C, row, {nin})
-    if out < 0:
-        return out
-    a = input_id(C, row, 0)
-    b = input_id(C, row, 1) if {nin} == 2 else -1
-    n = 1
-    for d in range(shape.shape[0]):
-        n *= shape[d]
-    s = fattr_of(C)[row]
-    ao, oo = data_addr(C, a), data_addr(C, out)
-    bo = data_addr(C, b) if b >= 0 else 0
-    if dt == F32:
-        bs = np.full(1, np.float32(s))
-        B = f32_at(bo, span(M, b)) if b >= 0 else bs
-        _fwd_loop(f32_at(ao, span(M, a)), B, f32_at(oo, span(M, out)), st, shape, n, flat,
-                  b < 0, np.float32(s), np.float32(0), np.float32(1), np.float32(2), np.float32(0.5))
-    else:
-        bs64 = np.full(1, s)
-        B64 = f64_at(bo, span(M, b)) if b >= 0 else bs64
-        _fwd_loop(f64_at(ao, span(M, a)), B64, f64_at(oo, span(M, out)), st, shape, n, flat,
-                  b < 0, s, 0.0, 1.0, 2.0, 0.5)
-    return set_outputs1(C, out)
+    # ---- C entry points, one per (direction, dtype): unpack the descriptor, run the loop
+    for ty, at, cast in (("f32", "f32_at", "np.float32"), ("f64", "f64_at", "np.float64")):
+        src.append(f'''
+def fwd_{ty}(daddr, unused):
+    D = i64_at(daddr, DW)
+    nd = D[D_ND]
+    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
+    s = {cast}(f64_at(daddr, DW)[D_S])
+    _fwd_loop({at}(D[D_ADDR], D[D_SPAN]), {at}(D[D_ADDR + 1], D[D_SPAN + 1]),
+              {at}(D[D_ADDR + 2], D[D_SPAN + 2]), st, D[D_SHAPE:D_SHAPE + nd], nd, D[D_N],
+              D[D_FLAT] != 0, D[D_BSCAL] != 0, s, {cast}(0), {cast}(1), {cast}(2),
+              {cast}(0.5))
+    return 0
 
 
-def bwd(caddr, row):
-    C = ctx_of(caddr)
-    T = tape_of(C)
-    dt, shape, st, addrs, spans, flat = prep_backward(C, row, {nin})
-    n = out_numel(T, row)
-    s = fattr_of(C)[row]
-    bscalar = T[row, R_NIN] < 2
-    w0 = addrs[3] != 0
-    w1 = addrs[4] != 0
-    g = grad_of_row(C, row, n)
-    if dt == F32:
-        one32 = np.full(1, np.float32(s))
-        B = one32 if bscalar else f32_at(addrs[1], spans[1])
-        _bwd_loop(f32_at(g, n), f32_at(addrs[0], spans[0]), B, f32_at(addrs[2], spans[2]),
-                  f32_at(addrs[3], spans[3]), f32_at(addrs[4], spans[4]), w0, w1, st, shape,
-                  n, flat, bscalar, np.float32(s), np.float32(0), np.float32(1),
-                  np.float32(2), np.float32(0.5))
-    else:
-        one64 = np.full(1, s)
-        B64 = one64 if bscalar else f64_at(addrs[1], spans[1])
-        _bwd_loop(f64_at(g, n), f64_at(addrs[0], spans[0]), B64, f64_at(addrs[2], spans[2]),
-                  f64_at(addrs[3], spans[3]), f64_at(addrs[4], spans[4]), w0, w1, st, shape,
-                  n, flat, bscalar, s, 0.0, 1.0, 2.0, 0.5)
+def bwd_{ty}(daddr, unused):
+    D = i64_at(daddr, DW)
+    nd = D[D_ND]
+    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
+    s = {cast}(f64_at(daddr, DW)[D_S])
+    _bwd_loop({at}(D[D_ADDR + 3], D[D_SPAN + 3]), {at}(D[D_ADDR], D[D_SPAN]),
+              {at}(D[D_ADDR + 1], D[D_SPAN + 1]), {at}(D[D_ADDR + 2], D[D_SPAN + 2]),
+              {at}(D[D_ADDR + 4], D[D_SPAN + 4]), {at}(D[D_ADDR + 5], D[D_SPAN + 5]),
+              D[D_W0] != 0, D[D_W1] != 0, st, D[D_SHAPE:D_SHAPE + nd], nd, D[D_N],
+              D[D_FLAT] != 0, D[D_BSCAL] != 0, s, {cast}(0), {cast}(1), {cast}(2),
+              {cast}(0.5))
     return 0
 ''')
     return "\n".join(src)
-
-
-def _names_of(formula):
-    from .registry import _names
-    return _names(formula)
 
 
 def load(op):

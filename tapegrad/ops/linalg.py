@@ -75,8 +75,7 @@ def _contig_batch_strides(shape, inner):
 
 @njit(cache=True)
 def _load(P, off, r, c, rs, cs):
-    """A (r, c) matrix starting at element off of P with strides (rs, cs), as a C-ordered
-    array (copied only when it is neither C- nor F-ordered)."""
+    """Copy a (r, c) matrix with strides (rs, cs) into a C-ordered array."""
     out = np.empty((r, c), P.dtype)
     for i in range(r):
         for j in range(c):
@@ -85,32 +84,67 @@ def _load(P, off, r, c, rs, cs):
 
 
 @njit(cache=True)
+def _is_c(r, c, rs, cs):
+    return (cs == 1 or c == 1) and (rs == c or r == 1)
+
+
+@njit(cache=True)
+def _is_f(r, c, rs, cs):
+    return (rs == 1 or r == 1) and (cs == r or c == 1)
+
+
+@njit(cache=True)
+def _c_view(P, off, r, c):
+    return P[off:off + r * c].reshape((r, c))
+
+
+@njit(cache=True)
+def _as_c(P, off, r, c, rs, cs):
+    """The matrix as a C-ordered array: in place when it is one, else a copy."""
+    if _is_c(r, c, rs, cs):
+        return _c_view(P, off, r, c)
+    return _load(P, off, r, c, rs, cs)
+
+
+@njit(cache=True)
+def _batch_offsets(idx, bshape, s0, s1, s2):
+    o0 = 0
+    o1 = 0
+    o2 = 0
+    for d in range(bshape.shape[0]):
+        o0 += idx[d] * s0[d]
+        o1 += idx[d] * s1[d]
+        o2 += idx[d] * s2[d]
+    return o0, o1, o2
+
+
+@njit(cache=True)
+def _next(idx, bshape):
+    d = bshape.shape[0] - 1
+    while d >= 0:
+        idx[d] += 1
+        if idx[d] < bshape[d]:
+            return
+        idx[d] = 0
+        d -= 1
+
+
+@njit(cache=True)
 def _matmul_batches(PA, PB, PO, bshape, sa, sb, so, n, k, m, ars, acs, brs, bcs):
     nb = 1
     for d in range(bshape.shape[0]):
         nb *= bshape[d]
     idx = np.zeros(bshape.shape[0], np.int64)
+    b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
     for bi in range(nb):
-        oa = 0
-        ob = 0
-        oo = 0
-        for d in range(bshape.shape[0]):
-            oa += idx[d] * sa[d]
-            ob += idx[d] * sb[d]
-            oo += idx[d] * so[d]
-        A = _load(PA, oa, n, k, ars, acs)
-        B = _load(PB, ob, k, m, brs, bcs)
-        R = np.dot(A, B)
-        for i in range(n):
-            for j in range(m):
-                PO[oo + i * m + j] = R[i, j]
-        d = bshape.shape[0] - 1
-        while d >= 0:
-            idx[d] += 1
-            if idx[d] < bshape[d]:
-                break
-            idx[d] = 0
-            d -= 1
+        oa, ob, oo = _batch_offsets(idx, bshape, sa, sb, so)
+        A = _as_c(PA, oa, n, k, ars, acs)
+        O = _c_view(PO, oo, n, m)
+        if b_is_f:                              # x @ W.T: W read in place, transposed
+            np.dot(A, _c_view(PB, ob, m, k).T, O)
+        else:
+            np.dot(A, _as_c(PB, ob, k, m, brs, bcs), O)
+        _next(idx, bshape)
 
 
 @njit(cache=True)
@@ -182,36 +216,23 @@ def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
     for d in range(bshape.shape[0]):
         nb *= bshape[d]
     idx = np.zeros(bshape.shape[0], np.int64)
+    b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
     for bi in range(nb):
-        oa = 0
-        ob = 0
-        oga = 0
+        oa, ob, oga = _batch_offsets(idx, bshape, sa, sb, sga)
         ogb = 0
         for d in range(bshape.shape[0]):
-            oa += idx[d] * sa[d]
-            ob += idx[d] * sb[d]
-            oga += idx[d] * sga[d]
             ogb += idx[d] * sgb[d]
-        G = _load(PG, bi * n * m, n, m, m, 1)
+        G = _c_view(PG, bi * n * m, n, m)
         if want_a:
-            B = _load(PB, ob, k, m, brs, bcs)
-            R = np.dot(G, B.T)
-            for i in range(n):
-                for j in range(k):
-                    PGA[oga + i * k + j] += R[i, j]
+            GA = _c_view(PGA, oga, n, k)
+            if b_is_f:                          # B^T is C-ordered in memory
+                GA += np.dot(G, _c_view(PB, ob, m, k))
+            else:
+                GA += np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T)
         if want_b:
-            A = _load(PA, oa, n, k, ars, acs)
-            R2 = np.dot(A.T, G)
-            for i in range(k):
-                for j in range(m):
-                    PGB[ogb + i * m + j] += R2[i, j]
-        d = bshape.shape[0] - 1
-        while d >= 0:
-            idx[d] += 1
-            if idx[d] < bshape[d]:
-                break
-            idx[d] = 0
-            d -= 1
+            GB = _c_view(PGB, ogb, k, m)
+            GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
+        _next(idx, bshape)
 
 
 def matmul_bwd(caddr, row):

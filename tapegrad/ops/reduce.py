@@ -13,7 +13,7 @@ from .._engine.layout import (MAXD, F32, F64, I64, M_DTYPE, M_NDIM, M_SHAPE, M_S
 from .._engine.lowlevel import ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
-from ._ewbase import span, contiguous_strides
+from .._engine.core import span, contiguous_strides
 from .registry import OpDef, register
 
 _M = __name__

@@ -56,20 +56,26 @@ class OpDef:
     def diff_mask(self):
         return sum(1 << i for i in self.diff)
 
-    def kernels(self):
-        """(forward, backward) compiled C functions, made on first use."""
+    def kernels(self, slot):
+        """(forward, backward) C functions for kernel slot 0 (float32) or 1 (float64),
+        compiled on first use. Elementwise loops are per dtype, so a float32 program never
+        compiles float64 loops; hand-written kernels serve both slots."""
         if self._kernels is None:
+            self._kernels = {}
+        key = slot if self.kind in ("unary", "binary") else 0
+        if key not in self._kernels:
             if self.kind in ("unary", "binary"):
                 from . import _codegen
                 mod = _codegen.load(self)
-                fwd_py, bwd_py = mod.fwd, mod.bwd
+                ty = ("f32", "f64")[slot]
+                fwd_py, bwd_py = getattr(mod, "fwd_" + ty), getattr(mod, "bwd_" + ty)
             else:
                 mod = importlib.import_module(self.module)
                 fwd_py, bwd_py = getattr(mod, self.fwd_fn), getattr(mod, self.bwd_fn)
             with kernel_cache():
-                self._kernels = (cfunc(KERNEL_SIG, cache=True)(fwd_py),
-                                 cfunc(KERNEL_SIG, cache=True)(bwd_py))
-        return self._kernels
+                self._kernels[key] = (cfunc(KERNEL_SIG, cache=True)(fwd_py),
+                                      cfunc(KERNEL_SIG, cache=True)(bwd_py))
+        return self._kernels[key]
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -91,3 +97,4 @@ def fill_opinfo(opinfo):
         opinfo[op.opcode, L.O_SAVES] = op.saves_mask()
         opinfo[op.opcode, L.O_DIFF] = op.diff_mask()
         opinfo[op.opcode, L.O_SAVED_OUT] = -1 if op.saved_out is None else op.saved_out
+        opinfo[op.opcode, L.O_KIND] = L.KIND_EW if op.kind in ("unary", "binary") else L.KIND_CUSTOM

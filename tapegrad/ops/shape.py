@@ -14,7 +14,7 @@ from .._engine.lowlevel import ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1, row_grad_addr, edge_grad_addr, input_shape,
                             out_numel)
-from ._ewbase import contiguous_strides
+from .._engine.core import contiguous_strides
 from .reduce import _odometer
 from .registry import OpDef, register
 
