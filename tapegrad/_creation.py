@@ -29,7 +29,7 @@ def _size(size, fn):
         if not isinstance(s, numbers.Integral) or isinstance(s, bool):
             raise TypeError(f"{fn}(): size must be a sequence of ints, got {size!r}")
         if s < 0:
-            raise RuntimeError(f"{fn}(): negative dimension {s}")
+            raise RuntimeError(f"{fn}: Dimension size must be non-negative.")
         out.append(int(s))
     if len(out) > L.MAXD:
         raise RuntimeError(f"{fn}(): tapegrad tensors have at most {L.MAXD} dims, got {len(out)}")
@@ -44,8 +44,8 @@ def _dtype_arg(dtype, default=D.float32):
     raise TypeError(f"dtype must be a tapegrad dtype (tapegrad.float32, ...), got {dtype!r}")
 
 
-def empty(*size, dtype=None, requires_grad=False, _zero=False):
-    shape = _size(size, "empty")
+def empty(*size, dtype=None, requires_grad=False, _zero=False, _fn="empty"):
+    shape = _size(size, _fn)
     dt = _dtype_arg(dtype)
     E.iargs[:len(shape)] = shape
     t = _wrap(E.call(core.new_tensor, dt.code, len(shape), _zero))
@@ -55,6 +55,9 @@ def empty(*size, dtype=None, requires_grad=False, _zero=False):
 
 
 def _from_array(arr, dt, requires_grad):
+    if requires_grad and not dt.is_floating_point:
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
     arr = np.asarray(arr, dtype=dt.np)
     if arr.ndim > L.MAXD:
         raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {arr.ndim}")
@@ -106,7 +109,7 @@ def full(size, fill_value, dtype=None, requires_grad=False):
     if dtype is None:
         dtype = (D.bool_ if isinstance(fill_value, bool) else
                  D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
-    t = empty(*_size((size,), "full"), dtype=dtype)
+    t = empty(*_size((size,), "full"), dtype=dtype, _fn="full")
     _numpy_view(t)[...] = fill_value
     if requires_grad:
         t.requires_grad_(True)
@@ -114,11 +117,11 @@ def full(size, fill_value, dtype=None, requires_grad=False):
 
 
 def zeros(*size, dtype=None, requires_grad=False):
-    return empty(*size, dtype=dtype, requires_grad=requires_grad, _zero=True)
+    return empty(*size, dtype=dtype, requires_grad=requires_grad, _zero=True, _fn="zeros")
 
 
 def ones(*size, dtype=None, requires_grad=False):
-    t = empty(*size, dtype=dtype)
+    t = empty(*size, dtype=dtype, _fn="ones")
     _numpy_view(t)[...] = 1
     return t.requires_grad_(True) if requires_grad else t
 

@@ -6,13 +6,14 @@ import numbers
 
 from . import _dtype as D
 from ._engine import layout as L
-from .tensor import Tensor, E, run, outputs, _wrap, _dim, _shape_of
+from .tensor import Tensor, E, run, outputs, _wrap, _dim
 from .ops.registry import BY_NAME, OPS
 
-__all__ = ["sum", "mean", "max", "min", "matmul", "mm", "dot", "mv", "reshape", "transpose",
+__all__ = [  # noqa: F822  (the op spellings are installed from the op table at import)
+    "sum", "mean", "max", "min", "matmul", "mm", "dot", "mv", "reshape", "transpose",
            "permute", "t", "unbind", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu",
            "sqrt", "abs", "neg", "add", "sub", "mul", "div", "pow", "true_divide", "clone",
-           "reciprocal"]
+           "reciprocal", "flatten"]
 
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
@@ -68,20 +69,12 @@ def _extreme(name, ret, flag):
         d = _dim(dim, input.ndim, name)
         if input.ndim and input.shape[d] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
-        mask = 1 << d if input.ndim else 1
-        if input.ndim == 0:
-            return ret(input.clone() if input.requires_grad else input.detach(),
-                       _zeros_index())
+        mask = 1 << d if input.ndim else 0      # 0-d: the element itself, index 0
         first = run(BY_NAME[name + "_dim"], input._i, iargs=(mask, int(bool(keepdim)), flag))
         ids = outputs()
         return ret(_wrap(first), _wrap(ids[1]))
     fn.__name__ = name
     return fn
-
-
-def _zeros_index():
-    from ._creation import zeros
-    return zeros((), dtype=D.int64)
 
 
 max = _extreme("max", _max_ret, 0)  # noqa: A001
@@ -99,6 +92,15 @@ def matmul(input, other):
     k1 = sa[-1]
     k2 = sb[0] if nb == 1 else sb[-2]
     if k1 != k2:
+        if na == 2 and nb == 1:
+            raise RuntimeError(f"size mismatch, got input ({sa[0]}), mat ({sa[0]}x{sa[1]}), "
+                               f"vec ({sb[0]})")
+        if na >= 3 and nb >= 3 and sa[:-2] == sb[:-2]:
+            batch = 1
+            for x in sa[:-2]:
+                batch *= x
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                               f"[{batch}, {k1}] but got: [{batch}, {k2}].")
         if na == 1 and nb == 1:
             raise RuntimeError(f"inconsistent tensor size, expected tensor [{sa[0]}] and src "
                                f"[{sb[0]}] to have the same number of elements, but got "
@@ -113,12 +115,14 @@ def matmul(input, other):
     name = ("dot" if na == 1 and nb == 1 else "mv" if na == 2 and nb == 1 else
             "mm" if na == 2 and nb == 2 else "matmul")
     if name == "matmul":
-        try:
-            import numpy as np
-            np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
-        except ValueError:
-            raise RuntimeError(f"The size of tensor a must match the size of tensor b at "
-                               f"non-singleton batch dimensions: {list(sa)} and {list(sb)}") from None
+        ba, bb = list(sa[:-2]), list(sb[:-2]) if nb > 1 else []
+        nd = len(ba) if len(ba) > len(bb) else len(bb)     # (max is ours here)
+        for d in range(nd - 1, -1, -1):
+            x = ba[d - (nd - len(ba))] if d - (nd - len(ba)) >= 0 else 1
+            y = bb[d - (nd - len(bb))] if d - (nd - len(bb)) >= 0 else 1
+            if x != y and x != 1 and y != 1:
+                raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b "
+                                   f"({y}) at non-singleton dimension {d}")
     return _wrap(run(BY_NAME[name], input._i, other._i))
 
 
@@ -158,10 +162,14 @@ def _resolve_shape(shape, numel, fn):
                 raise RuntimeError("only one dimension can be inferred")
             infer = i
         elif s < 0:
-            raise RuntimeError(f"invalid shape dimension {s}")
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
         else:
             known *= s
     if infer is not None:
+        if known == 0 and numel == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} because "
+                               "the unspecified dimension size -1 can be any value and is "
+                               "ambiguous")
         if known == 0 or numel % known:
             raise RuntimeError(f"shape '{[(-1 if i == infer else x) for i, x in enumerate(shape)]}' "
                                f"is invalid for input of size {numel}")
@@ -257,8 +265,8 @@ def expand(self, *sizes):
     nd, na = len(sizes), len(sh)
     if nd < na:
         raise RuntimeError(f"expand(tapegrad.{self.dtype.tensor_type}{{{sh}}}, size={list(sizes)}): "
-                           "the number of sizes provided must be greater or equal to the number "
-                           "of dimensions in the tensor")
+                           f"the number of sizes provided ({nd}) must be greater or equal to the "
+                           f"number of dimensions in the tensor ({na})")
     if nd > L.MAXD:
         raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {nd}")
     out = []
@@ -283,14 +291,14 @@ def expand_as(self, other):
 
 def unbind(input, dim=0):
     nd = input.ndim
+    d = _dim(dim, nd, "unbind")
     if nd == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
-    d = _dim(dim, nd, "unbind")
     count = input.shape[d]
     E.reserve_args(count)
     if count == 0:
         return ()
-    first = run(BY_NAME["unbind"], input._i, iargs=(d,))
+    run(BY_NAME["unbind"], input._i, iargs=(d,))
     return tuple(_wrap(i) for i in outputs())
 
 

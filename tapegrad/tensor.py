@@ -4,6 +4,7 @@ Everything a tensor is (storage, shape, strides, dtype, history) lives in the fl
 tables; the wrapper holds one reference to its id and caches its shape. Op methods are
 generated from the op table (tapegrad.ops) at import.
 """
+import numbers
 import warnings
 import weakref
 
@@ -24,6 +25,11 @@ _OP = E.op
 _SWEEP = E.sweep
 _new = object.__new__
 _SCALARS = (float, int, bool)
+
+
+def _is_scalar(x):
+    """Python and NumPy real scalars (np.float64(2) * x stays a tensor op)."""
+    return isinstance(x, (numbers.Real, np.bool_))
 _LEAVES = weakref.WeakValueDictionary()     # leaf id -> its wrapper (for .variable)
 
 
@@ -42,6 +48,7 @@ class Size(tuple):
 
 class Tensor:
     __slots__ = ("_i", "_shape", "_gw", "__weakref__")
+    __array_ufunc__ = None      # NumPy defers to our operators (np.float64(2) * x is a Tensor)
 
     # ------------------------------------------------------------ lifetime
     def __del__(self):
@@ -96,7 +103,7 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        return E.meta[self._i, L.M_ROW] < 0
+        return bool(E.meta[self._i, L.M_ROW] < 0)
 
     @property
     def requires_grad(self):
@@ -119,6 +126,8 @@ class Tensor:
             m[L.M_FLAGS] &= ~L.FL_REQ
 
     def requires_grad_(self, requires_grad=True):
+        if requires_grad and E.meta[self._i, L.M_ROW] >= 0:
+            return self         # a non-leaf with history already requires grad
         self.requires_grad = requires_grad
         return self
 
@@ -129,7 +138,7 @@ class Tensor:
 
     @property
     def _version(self):
-        return int(E.stor[E.meta[self._i, L.M_SID], L.S_VERSION])
+        return int(E.stor[E.meta[self._i, L.M_VSID], L.S_VERSION])
 
     @property
     def retains_grad(self):
@@ -175,8 +184,10 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
                                 f"of type {type(value).__name__}")
             if value.shape != self.shape:
-                raise RuntimeError(f"assigned grad has data of a different size: "
-                                   f"{list(value.shape)} vs {list(self.shape)}")
+                raise RuntimeError(f"attempting to assign a gradient of size "
+                                   f"'{list(value.shape)}' to a tensor of size "
+                                   f"'{list(self.shape)}'. Please ensure that the gradient and "
+                                   "the tensor are the same size")
             if value.dtype is not self.dtype:
                 raise RuntimeError("assigned grad has data of a different type")
             if value.is_contiguous():
@@ -195,7 +206,9 @@ class Tensor:
 
     @property
     def data(self):
-        return self.detach()
+        """Shares storage, not the version counter: changes through .data are invisible
+        to autograd (as in PyTorch; prefer detach(), which keeps the check)."""
+        return _wrap(E.call(core.data_alias, self._i))
 
     # ------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -256,12 +269,12 @@ class Tensor:
 
     def __bool__(self):
         if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
-                               f"ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is "
+                               "ambiguous")
         return bool(self.item())
 
     def __array__(self, dtype=None, copy=None):
-        a = _numpy_view(self)
+        a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
     def __repr__(self):
@@ -377,6 +390,17 @@ def op_error(exc, op, a, b):
                                  "dtypes are not supported yet, convert one with .to(dtype)")
         return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "
                          "point tensor")
+    if code == L.E_OVERLAP:
+        return RuntimeError("unsupported operation: some elements of the input tensor and the "
+                            "written-to tensor refer to a single memory location. Please "
+                            "clone() the tensor before performing the operation.")
+    if code == L.E_SELF_OVERLAP:
+        return RuntimeError("unsupported operation: more than one element of the written-to "
+                            "tensor refers to a single memory location. Please clone() the "
+                            "tensor before performing the operation.")
+    if code == L.E_KERNEL:
+        return RuntimeError(f"{name}: internal error in a compiled kernel (please report it "
+                            f"with the shapes {sa} and {sb})")
     if code == L.E_INPLACE_SHAPE:
         return RuntimeError(f"output with shape {sa} doesn't match the broadcast shape "
                             f"{_broadcast_list(sa, sb)}")
@@ -425,7 +449,7 @@ def _binary_method(op, reflected=None):
         if other.__class__ is Tensor:
             r = _OP(_CADDR, code, self._i, other._i, 0.0, GRAD_MODE[0])
             b = other._i
-        elif other.__class__ in _SCALARS:
+        elif other.__class__ in _SCALARS or _is_scalar(other):
             r = _OP(_CADDR, code, self._i, -1, float(other), GRAD_MODE[0])
             b = -1
         else:
@@ -447,7 +471,7 @@ def _inplace_method(op, name):
             b, s = -1, 0.0
         elif other.__class__ is Tensor:
             b, s = other._i, 0.0
-        elif other.__class__ in _SCALARS:
+        elif other.__class__ in _SCALARS or _is_scalar(other):
             b, s = -1, float(other)
         else:
             return NotImplemented
@@ -480,7 +504,7 @@ def _pow(self, exponent):
 
 
 def _rtruediv(self, other):
-    if other.__class__ not in _SCALARS:
+    if not _is_scalar(other):
         return NotImplemented
     return self.reciprocal() * other         # PyTorch's own decomposition
 

@@ -5,16 +5,15 @@ array's addresses. Per-op kernels (tapegrad.ops) are called through the FWD/BWD 
 function addresses, so this module never grows with the number of ops.
 """
 import numpy as np
-from numba import njit
 
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
-from .lowlevel import (ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
+from .lowlevel import (jit, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
                        err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
                        f64_at, i64_at, u8_at, call_kernel, c_malloc, c_calloc, c_free)
 
 
 # ---------------------------------------------------------------- small helpers
-@njit(cache=True)
+@jit
 def itemsize(dt):
     if dt == F32:
         return 4
@@ -23,12 +22,12 @@ def itemsize(dt):
     return 8
 
 
-@njit(cache=True)
+@jit
 def numel_of(M, t):
     return M[t, M_NUMEL]
 
 
-@njit(cache=True)
+@jit
 def is_contiguous(M, t):
     nd = M[t, M_NDIM]
     expect = 1
@@ -40,14 +39,14 @@ def is_contiguous(M, t):
     return True
 
 
-@njit(cache=True)
+@jit
 def data_addr(C, t):
     M = meta_of(C)
     S = stor_of(C)
     return S[M[t, M_SID], S_ADDR] + M[t, M_OFF] * itemsize(M[t, M_DTYPE])
 
 
-@njit(cache=True)
+@jit
 def set_contiguous_strides(M, t):
     nd = M[t, M_NDIM]
     st = 1
@@ -58,7 +57,7 @@ def set_contiguous_strides(M, t):
 
 
 # ---------------------------------------------------------------- allocation
-@njit(cache=True)
+@jit
 def stor_new(C, nbytes, zero):
     """A storage of nbytes (refcount 0). Returns -1 when the table is full, -2 when
     malloc fails. Callers reserve table room first, so -1 never happens mid-op."""
@@ -85,7 +84,7 @@ def stor_new(C, nbytes, zero):
     return sid
 
 
-@njit(cache=True)
+@jit
 def meta_new(C, sid, off, nd, dt):
     """A tensor id over storage sid (which it holds); shape and strides are the caller's."""
     M = meta_of(C)
@@ -101,13 +100,14 @@ def meta_new(C, sid, off, nd, dt):
     M[t, M_SRCOP] = -1
     M[t, M_GTMP] = -1
     M[t, M_NEXT] = -1
+    M[t, M_VSID] = sid
     S = stor_of(C)
     S[sid, S_REFS] += 1
     C[C_LIVE_META] += 1
     return t
 
 
-@njit(cache=True)
+@jit
 def meta_contiguous(C, dt, nd, shape, zero):
     """A fresh contiguous tensor of the given shape (shape[0:nd]); -2 if out of memory."""
     n = 1
@@ -124,7 +124,27 @@ def meta_contiguous(C, dt, nd, shape, zero):
     return t
 
 
-@njit(cache=True)
+@jit
+def share_version(C, v, t):
+    """Tensor v (over t's storage) counts versions with t's counter."""
+    M = meta_of(C)
+    vs = M[t, M_VSID]
+    if vs != M[v, M_VSID]:
+        M[v, M_VSID] = vs
+        stor_of(C)[vs, S_REFS] += 1
+
+
+@jit
+def version_of(C, t):
+    return stor_of(C)[meta_of(C)[t, M_VSID], S_VERSION]
+
+
+@jit
+def bump_version(C, t):
+    stor_of(C)[meta_of(C)[t, M_VSID], S_VERSION] += 1
+
+
+@jit
 def meta_alias(C, t):
     """A tensor sharing t's storage, layout and version counter, without history
     (detach(), and what a row saves). Remembers which op produced t, for messages."""
@@ -134,6 +154,7 @@ def meta_alias(C, t):
         M[a, M_SHAPE + d] = M[t, M_SHAPE + d]
         M[a, M_STRIDE + d] = M[t, M_STRIDE + d]
     M[a, M_NUMEL] = M[t, M_NUMEL]
+    share_version(C, a, t)
     r = M[t, M_ROW]
     if r >= 0:
         T = tape_of(C)
@@ -142,7 +163,7 @@ def meta_alias(C, t):
     return a
 
 
-@njit(cache=True)
+@jit
 def row_new(C):
     T = tape_of(C)
     r = C[C_TAPE_FREE]
@@ -157,7 +178,7 @@ def row_new(C):
     return r
 
 
-@njit(cache=True)
+@jit
 def row_discard(C, r):
     """Give back a row that holds nothing (an op that was not recorded)."""
     T = tape_of(C)
@@ -171,7 +192,7 @@ def row_discard(C, r):
 KIND_META, KIND_ROW, KIND_STOR = 0, 1, 2
 
 
-@njit(cache=True)
+@jit
 def _dec(C, W, n, kind, i):
     if kind == KIND_META:
         M = meta_of(C)
@@ -194,7 +215,7 @@ def _dec(C, W, n, kind, i):
     return n
 
 
-@njit(cache=True)
+@jit
 def decref(C, kind, i):
     """Drop one reference; frees what reaches zero, iteratively (deep graphs never
     recurse). The work list is a ctx scratch array sized to the tables by Python."""
@@ -210,6 +231,8 @@ def decref(C, kind, i):
         i = item >> 2
         if kind == KIND_META:
             n = _dec(C, W, n, KIND_STOR, M[i, M_SID])
+            if M[i, M_VSID] != M[i, M_SID]:
+                n = _dec(C, W, n, KIND_STOR, M[i, M_VSID])
             if M[i, M_ROW] >= 0:
                 n = _dec(C, W, n, KIND_ROW, M[i, M_ROW])
             if M[i, M_GRAD] >= 0:
@@ -243,7 +266,7 @@ def decref(C, kind, i):
             if S[i, S_KIND] == 0:
                 c_free(S[i, S_ADDR])
                 C[C_BYTES] -= S[i, S_NBYTES]
-            else:
+            elif S[i, S_KIND] == 1:
                 q = i64_at(C[C_EXTQ], C[C_STOR_CAP])
                 q[C[C_EXTN]] = i
                 C[C_EXTN] += 1
@@ -253,7 +276,7 @@ def decref(C, kind, i):
             C[C_LIVE_STOR] -= 1
 
 
-@njit(cache=True)
+@jit
 def release_ids(caddr, ids):
     """Wrappers of these ids died (queued by Tensor.__del__ and flushed in batches)."""
     C = ctx_of(caddr)
@@ -262,7 +285,7 @@ def release_ids(caddr, ids):
     return 0
 
 
-@njit(cache=True)
+@jit
 def incref_meta(caddr, t):
     C = ctx_of(caddr)
     M = meta_of(C)
@@ -270,7 +293,7 @@ def incref_meta(caddr, t):
     return 0
 
 
-@njit(cache=True)
+@jit
 def incref_row(caddr, r):
     C = ctx_of(caddr)
     T = tape_of(C)
@@ -278,7 +301,7 @@ def incref_row(caddr, r):
     return 0
 
 
-@njit(cache=True)
+@jit
 def decref_row(caddr, r):
     C = ctx_of(caddr)
     decref(C, KIND_ROW, r)
@@ -286,7 +309,7 @@ def decref_row(caddr, r):
 
 
 # ---------------------------------------------------------------- typed loops
-@njit(cache=True)
+@jit
 def copy_strided(C, t, dst_addr):
     """Gather tensor t (any layout, any dtype) into a contiguous buffer."""
     M = meta_of(C)
@@ -307,7 +330,7 @@ def copy_strided(C, t, dst_addr):
         _gather(u8_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], u8_at(dst_addr, n))
 
 
-@njit(cache=True)
+@jit
 def _gather(src, off, shape, strides, dst):
     nd = shape.shape[0]
     n = dst.shape[0]
@@ -336,7 +359,7 @@ def _gather(src, off, shape, strides, dst):
             d -= 1
 
 
-@njit(cache=True)
+@jit
 def add_into(dt, dst_addr, src_addr, n):
     if dt == F32:
         d = f32_at(dst_addr, n)
@@ -350,7 +373,7 @@ def add_into(dt, dst_addr, src_addr, n):
             d64[i] += s64[i]
 
 
-@njit(cache=True)
+@jit
 def add_one(dt, dst_addr, n):
     if dt == F32:
         d = f32_at(dst_addr, n)
@@ -363,7 +386,7 @@ def add_one(dt, dst_addr, n):
 
 
 # ---------------------------------------------------------------- shapes
-@njit(cache=True)
+@jit
 def broadcast_shape(M, a, b, out):
     """Broadcast shapes of a and b (b < 0: a Python scalar) into out; returns ndim or -1."""
     na = M[a, M_NDIM]
@@ -387,7 +410,7 @@ def broadcast_shape(M, a, b, out):
     return nd
 
 
-@njit(cache=True)
+@jit
 def aligned_strides(M, t, nd, shape, out):
     """t's element strides seen from an nd-dim broadcast shape (0 where broadcast)."""
     nt = M[t, M_NDIM]
@@ -399,7 +422,7 @@ def aligned_strides(M, t, nd, shape, out):
             out[d] = M[t, M_STRIDE + dt]
 
 
-@njit(cache=True)
+@jit
 def aligned_contiguous_strides(nt, tshape, nd, shape, out):
     """Strides of a contiguous buffer of shape tshape[0:nt] seen from broadcast shape."""
     st = 1
@@ -413,7 +436,7 @@ def aligned_contiguous_strides(nt, tshape, nd, shape, out):
             st *= n
 
 
-@njit(cache=True)
+@jit
 def make_output(C, dt, nd, shape):
     """The output of an op: a fresh contiguous tensor, or for an in-place op the target,
     whose shape must equal the result's. Negative on error."""
@@ -429,22 +452,22 @@ def make_output(C, dt, nd, shape):
     return tgt
 
 
-@njit(cache=True)
+@jit
 def input_id(C, row, k):
     T = tape_of(C)
     return T[row, R_IN + k * IW + IN_ID]
 
 
-@njit(cache=True)
+@jit
 def set_outputs1(C, out):
     o = outs_of(C)
     o[0] = out
     C[C_NOUTS] = 1
-    return 0
+    return K_OK
 
 
 # ---------------------------------------------------------------- elementwise operands
-@njit(cache=True)
+@jit
 def span(M, t):
     """Elements from t's first to its last element (its extent in the storage)."""
     if M[t, M_NUMEL] == 0:
@@ -455,7 +478,7 @@ def span(M, t):
     return n
 
 
-@njit(cache=True)
+@jit
 def contiguous_strides(nd, shape):
     st = np.empty(nd, np.int64)
     s = 1
@@ -465,7 +488,7 @@ def contiguous_strides(nd, shape):
     return st
 
 
-@njit(cache=True)
+@jit
 def _desc_is_contiguous(D, k, nd):
     """Whether operand row k of desc walks the index space contiguously."""
     s = 1
@@ -476,7 +499,7 @@ def _desc_is_contiguous(D, k, nd):
     return True
 
 
-@njit(cache=True)
+@jit
 def _desc_scalar(C, D, dt, s):
     f64_at(C[C_DESC], DW)[D_S] = s
     if dt == F32:
@@ -485,7 +508,7 @@ def _desc_scalar(C, D, dt, s):
         f64_at(C[C_DESC] + D_SCAL * 8, 1)[0] = s
 
 
-@njit(cache=True)
+@jit
 def ew_forward_prep(C, row, a, b):
     """Check an elementwise row's operands, make its output and describe the loop in
     desc. Returns the output id or a status."""
@@ -524,7 +547,7 @@ def ew_forward_prep(C, row, a, b):
     return out
 
 
-@njit(cache=True)
+@jit
 def ew_backward_prep(C, row):
     """Describe an elementwise row's backward loop in desc: its saved operands, incoming
     gradient and the gradient buffers of its inputs (broadcast dims get stride 0)."""
@@ -586,7 +609,7 @@ def ew_backward_prep(C, row):
 
 
 # ---------------------------------------------------------------- recording
-@njit(cache=True)
+@jit
 def clone_tensor(C, t):
     M = meta_of(C)
     nd = M[t, M_NDIM]
@@ -597,7 +620,40 @@ def clone_tensor(C, t):
     return c
 
 
-@njit(cache=True)
+@jit
+def _ranges_overlap(C, a, b):
+    M = meta_of(C)
+    if M[a, M_SID] != M[b, M_SID] or M[a, M_NUMEL] == 0 or M[b, M_NUMEL] == 0:
+        return False
+    same = M[a, M_OFF] == M[b, M_OFF] and M[a, M_NDIM] == M[b, M_NDIM]
+    for d in range(M[a, M_NDIM]):
+        same = (same and M[a, M_SHAPE + d] == M[b, M_SHAPE + d]
+                and M[a, M_STRIDE + d] == M[b, M_STRIDE + d])
+    if same:
+        return False            # x.add_(x): each element reads only itself
+    a0 = M[a, M_OFF]
+    b0 = M[b, M_OFF]
+    return a0 < b0 + span(M, b) and b0 < a0 + span(M, a)
+
+
+@jit
+def _inplace_check(C, a, b, grad_on, record):
+    """PyTorch's refusals for an in-place write into a."""
+    M = meta_of(C)
+    if grad_on:
+        if M[a, M_FLAGS] & FL_REQ and M[a, M_ROW] < 0:
+            return E_LEAF_INPLACE
+        if M[a, M_FLAGS] & FL_VIEW and record:
+            return E_VIEW_INPLACE
+    for d in range(M[a, M_NDIM]):
+        if M[a, M_STRIDE + d] == 0 and M[a, M_SHAPE + d] > 1:
+            return E_SELF_OVERLAP
+    if b >= 0 and _ranges_overlap(C, a, b):
+        return E_OVERLAP
+    return 0
+
+
+@jit
 def op_entry(caddr, op, a, b, s, flags):
     """Run op on tensors a, b (b < 0: absent or the Python scalar s); int arguments were
     written to iargs. Records a row when gradients are wanted. Returns the first output
@@ -605,7 +661,6 @@ def op_entry(caddr, op, a, b, s, flags):
     C = ctx_of(caddr)
     M = meta_of(C)
     T = tape_of(C)
-    S = stor_of(C)
     if C[C_META_CAP] - C[C_LIVE_META] < 16 + C[C_OUTS_CAP]:
         return E_GROW_META
     if C[C_STOR_CAP] - C[C_LIVE_STOR] < 16 + C[C_OUTS_CAP]:
@@ -623,7 +678,6 @@ def op_entry(caddr, op, a, b, s, flags):
         err_of(C)[0] = op
         err_of(C)[1] = slot - op * NKSLOT
         return E_NEED_KERNEL
-    saves = info[op, O_SAVES]
     diff = info[op, O_DIFF]
     grad_on = (flags & 1) != 0
     inplace = (flags & 2) != 0
@@ -631,17 +685,21 @@ def op_entry(caddr, op, a, b, s, flags):
     ids = np.empty(MAXIN, np.int64)
     ids[0] = a
     ids[1] = b
-    ids[2] = iargs_of(C)[NIATTR] if b >= 0 and (diff & 4 or saves & 4) else -1
+    ids[2] = -1
     record = False
+    need = 0          # what the gradients of the inputs that require grad will read
     if grad_on:
         for k in range(MAXIN):
             if ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & FL_REQ:
                 record = True
-    if inplace and grad_on:
-        if M[a, M_FLAGS] & FL_REQ and M[a, M_ROW] < 0:
-            return E_LEAF_INPLACE
-        if M[a, M_FLAGS] & FL_VIEW and record:
-            return E_VIEW_INPLACE
+                need |= info[op, O_SAVES_IF + k]
+    if inplace:
+        st = _inplace_check(C, a, b, grad_on, record)
+        if st < 0:
+            return st
+    vers = np.empty(MAXIN, np.int64)      # as the inputs are now, before any in-place write
+    for k in range(MAXIN):
+        vers[k] = version_of(C, ids[k]) if ids[k] >= 0 else 0
 
     r = row_new(C)
     T[r, R_OP] = op
@@ -657,12 +715,13 @@ def op_entry(caddr, op, a, b, s, flags):
     T[r, R_NIN] = nin
 
     self_copy = -1
-    if inplace and record and saves & 1:
+    if inplace and record and need & 1:
         self_copy = clone_tensor(C, a)      # the gradient needs self as it was
         if self_copy < 0:
             row_discard(C, r)
             return E_NOMEM
         M[self_copy, M_REFS] += 1
+        vers[0] = version_of(C, self_copy)
     C[C_INPLACE] = a if inplace else -1
     C[C_NOUTS] = 0
     if ew:
@@ -674,7 +733,10 @@ def op_entry(caddr, op, a, b, s, flags):
     else:
         st = call_kernel(fwd, caddr, r)
     C[C_INPLACE] = -1
-    if st < 0:
+    if st != K_OK:
+        if st >= 0:
+            err_of(C)[0] = op
+            st = E_KERNEL
         if self_copy >= 0:
             decref(C, KIND_META, self_copy)
         row_discard(C, r)
@@ -682,7 +744,7 @@ def op_entry(caddr, op, a, b, s, flags):
     outs = outs_of(C)
     nouts = C[C_NOUTS]
     if inplace:
-        S[M[a, M_SID], S_VERSION] += 1
+        bump_version(C, a)
     else:
         for j in range(nouts):
             M[outs[j], M_REFS] += 1         # the Python wrapper about to be made
@@ -704,16 +766,18 @@ def op_entry(caddr, op, a, b, s, flags):
             else:
                 T[r, base + IN_T] = t
                 M[t, M_REFS] += 1
-        if (saves >> k) & 1:
+        if (need >> k) & 1:
             src = self_copy if (k == 0 and self_copy >= 0) else t
             al = meta_alias(C, src)
             M[al, M_REFS] = 1
             if src == self_copy:
                 M[al, M_SRCOP] = M[a, M_SRCOP]
             T[r, base + IN_SAVED] = al
-            T[r, base + IN_VER] = S[M[src, M_SID], S_VERSION]
+            T[r, base + IN_VER] = vers[k]
     if self_copy >= 0:
         decref(C, KIND_META, self_copy)
+    if b < 0 and need & 2:
+        T[r, R_STATE] |= RS_SCALAR
 
     ngrad = 0
     for j in range(nouts):
@@ -740,17 +804,16 @@ def op_entry(caddr, op, a, b, s, flags):
     T[r, R_ONDIM] = M[o0, M_NDIM]
     for d in range(MAXD):
         T[r, R_OSHAPE + d] = M[o0, M_SHAPE + d]
-    so = info[op, O_SAVED_OUT]
-    if so >= 0:
-        al = meta_alias(C, outs[so])
+    if need & SAVE_OUT:
+        al = meta_alias(C, outs[info[op, O_SAVED_OUT]])
         M[al, M_REFS] = 1
         T[r, R_OSAVED] = al
-        T[r, R_OVER] = S[M[al, M_SID], S_VERSION]
+        T[r, R_OVER] = version_of(C, al)
     return outs[0]
 
 
 # ---------------------------------------------------------------- the sweep
-@njit(cache=True)
+@jit
 def out_numel(T, r):
     n = 1
     for d in range(T[r, R_ONDIM]):
@@ -758,7 +821,7 @@ def out_numel(T, r):
     return n
 
 
-@njit(cache=True)
+@jit
 def row_grad_addr(C, r, k):
     """Address of the gradient of output k of row r (allocated zeroed on first use)."""
     T = tape_of(C)
@@ -775,7 +838,7 @@ def row_grad_addr(C, r, k):
     return S[sid, S_ADDR] + k * n * itemsize(dt)
 
 
-@njit(cache=True)
+@jit
 def leaf_grad_addr(C, t):
     """Where a gradient for tensor t itself lands: .grad (backward) or the capture
     buffer (autograd.grad); 0 when nobody wants it."""
@@ -802,11 +865,11 @@ def leaf_grad_addr(C, t):
         M[g, M_REFS] = 1
         M[t, M_GRAD] = g
     else:
-        S[M[g, M_SID], S_VERSION] += 1
+        bump_version(C, g)
     return data_addr(C, g)
 
 
-@njit(cache=True)
+@jit
 def edge_grad_addr(C, r, k):
     """Address of a contiguous buffer, shaped like input k of row r, into which the
     row's backward kernel accumulates that input's gradient; 0: no gradient wanted."""
@@ -821,7 +884,7 @@ def edge_grad_addr(C, r, k):
     return leaf_grad_addr(C, t)
 
 
-@njit(cache=True)
+@jit
 def input_shape(C, r, k, out):
     """Shape of input k of row r (into out); returns ndim. Works after the input died."""
     T = tape_of(C)
@@ -842,7 +905,7 @@ def input_shape(C, r, k, out):
     return nd
 
 
-@njit(cache=True)
+@jit
 def _deliver(C, m, r):
     """Copy row r's finished output gradient into tensor m's retained/captured slot."""
     M = meta_of(C)
@@ -859,7 +922,7 @@ def _deliver(C, m, r):
         add_into(T[r, R_ODTYPE], dst, src, n)
 
 
-@njit(cache=True)
+@jit
 def _unmark(T, rows, n):
     for j in range(n):
         r = rows[j]
@@ -867,7 +930,7 @@ def _unmark(T, rows, n):
         T[r, R_DEPS] = 0
 
 
-@njit(cache=True)
+@jit
 def sweep(caddr, nroots, ncap, mode, retain):
     """backward()/autograd.grad(): iargs holds root ids [0:nroots], their seed ids
     (-1: ones) [nroots:2*nroots] and captured ids [2*nroots:2*nroots+ncap]. Marks the
@@ -943,11 +1006,11 @@ def sweep(caddr, nroots, ncap, mode, retain):
             else:
                 sv = T[r, R_IN + k * IW + IN_SAVED]
                 ver = T[r, R_IN + k * IW + IN_VER]
-            if sv >= 0 and S[M[sv, M_SID], S_VERSION] != ver:
+            if sv >= 0 and version_of(C, sv) != ver:
                 _unmark(T, rows, nm)
                 E[0] = r
                 E[1] = sv
-                E[2] = S[M[sv, M_SID], S_VERSION]
+                E[2] = version_of(C, sv)
                 E[3] = ver
                 E[4] = k
                 return E_VERSION
@@ -1008,8 +1071,8 @@ def sweep(caddr, nroots, ncap, mode, retain):
                 st = call_kernel(fn, C[C_DESC], 0)
             else:
                 st = call_kernel(fn, caddr, r)
-            if st < 0:
-                status = st
+            if st != K_OK:
+                status = st if st < 0 else E_KERNEL
                 E[0] = r
         for k in range(T[r, R_NIN]):
             pr = T[r, R_IN + k * IW + IN_ROW]
@@ -1024,7 +1087,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
             T[r, R_GBUF] = -1
             decref(C, KIND_STOR, sid)
         if not retain:
-            had = False
+            had = (T[r, R_STATE] & RS_SCALAR) != 0
             for k in range(T[r, R_NIN]):
                 sv = T[r, R_IN + k * IW + IN_SAVED]
                 if sv >= 0:
@@ -1060,7 +1123,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
 
 
 # ---------------------------------------------------------------- creation
-@njit(cache=True)
+@jit
 def new_tensor(caddr, dt, nd, zero):
     """A contiguous leaf of shape iargs[0:nd]; refcount 1 for its wrapper."""
     C = ctx_of(caddr)
@@ -1071,7 +1134,7 @@ def new_tensor(caddr, dt, nd, zero):
     return t
 
 
-@njit(cache=True)
+@jit
 def adopt(caddr, addr, nbytes, dt, nd, off):
     """A tensor over memory Python owns (from_numpy): shape iargs[0:nd], strides
     iargs[nd:2nd] in elements, element offset off from addr."""
@@ -1098,7 +1161,32 @@ def adopt(caddr, addr, nbytes, dt, nd, off):
     return t
 
 
-@njit(cache=True)
+@jit
+def data_alias(caddr, t):
+    """.data: shares storage but counts versions on its own (changes through it are
+    invisible to autograd, as in PyTorch)."""
+    C = ctx_of(caddr)
+    S = stor_of(C)
+    M = meta_of(C)
+    a = meta_alias(C, t)
+    M[a, M_SRCOP] = -1
+    M[a, M_REFS] = 1
+    sid = C[C_STOR_FREE]
+    C[C_STOR_FREE] = S[sid, S_NEXT]
+    S[sid, S_ADDR] = 0
+    S[sid, S_NBYTES] = 0
+    S[sid, S_REFS] = 1
+    S[sid, S_VERSION] = 0
+    S[sid, S_KIND] = 2
+    C[C_LIVE_STOR] += 1
+    vs = M[a, M_VSID]
+    M[a, M_VSID] = sid
+    if vs != M[a, M_SID]:
+        decref(C, KIND_STOR, vs)
+    return a
+
+
+@jit
 def detach(caddr, t):
     C = ctx_of(caddr)
     a = meta_alias(C, t)
@@ -1108,7 +1196,7 @@ def detach(caddr, t):
     return a
 
 
-@njit(cache=True)
+@jit
 def contiguous_copy(caddr, t):
     """A contiguous copy without history (used by .grad setters, seeds, numpy export)."""
     C = ctx_of(caddr)

@@ -27,6 +27,7 @@ M_SRCOP = 10     # saved aliases: opcode of the row whose output was saved (for 
 M_SRCIDX = 11
 M_GTMP = 12      # during a sweep: storage id of a leaf's / captured tensor's gradient
 M_NEXT = 13      # free-list link
+M_VSID = 14      # storage whose version counter this tensor uses: M_SID, except for .data
 M_SHAPE = 16
 M_STRIDE = 24
 MW = 32
@@ -42,7 +43,8 @@ S_ADDR = 0
 S_NBYTES = 1
 S_REFS = 2
 S_VERSION = 3    # the version counter lives with the storage: views and detach() share it
-S_KIND = 4       # 0 malloc'ed by tapegrad, 1 adopted NumPy memory (Python keeps the array)
+S_KIND = 4       # 0 malloc'ed by tapegrad, 1 adopted NumPy memory (Python keeps the array),
+                 # 2 a version counter only (what .data counts with)
 S_NEXT = 5
 SW = 8
 
@@ -75,6 +77,8 @@ RS_RELEASED = 1  # saved tensors freed by a backward without retain_graph
 RS_MARK = 2      # reachable from the current roots
 RS_DONE = 4      # already swept in the current backward
 RS_LIVE = 8
+RS_SCALAR = 16   # its gradient reads the Python scalar operand (PyTorch saves that as a
+                 # tensor, so a second backward through the row raises there too)
 
 # ---- ctx[...]: one int64 array the kernels receive by address -------------------
 C_META, C_META_CAP = 0, 1
@@ -108,18 +112,22 @@ C_DESC = 32                   # address of desc[]: the operand layout handed to 
 NCTX = 40
 
 # ---- opinfo[op, :] --------------------------------------------------------------
-O_SAVES = 0      # bit k: input k is saved
-O_DIFF = 1       # bit k: input k receives a gradient
-O_SAVED_OUT = 2  # which output is saved for backward, -1 for none
-O_KIND = 3       # KIND_CUSTOM: kernels take (ctx, row); KIND_EW: loops take (desc, 0)
-OIW = 4
+O_SAVES_IF = 0   # 0..2: what to save when input k requires grad (bit j: input j; SAVE_OUT)
+O_DIFF = 3       # bit k: input k receives a gradient
+O_SAVED_OUT = 4  # which output is saved when SAVE_OUT is wanted
+O_KIND = 5       # KIND_CUSTOM: kernels take (ctx, row); KIND_EW: loops take (desc, 0)
+OIW = 8
+SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW = 0, 1
 NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
 
 MODE_BACKWARD = 0   # leaves accumulate into .grad
 MODE_GRAD = 1       # autograd.grad: only FL_CAPTURE tensors receive (into M_GTMP)
 
-# ---- status codes (>= 0 means success) ---------------------------------------
+# ---- status codes ------------------------------------------------------------------
+# op_entry returns an id (>= 0) or a code < 0; kernels return K_OK, because a C function
+# whose compiled code raised returns 0, which must never pass for success.
+K_OK = 1
 E_NEED_KERNEL = -1
 E_GROW_META = -2
 E_GROW_STOR = -3
@@ -134,6 +142,9 @@ E_INPLACE_SHAPE = -15
 E_ARG = -16
 E_WORK = -17          # scratch list too small: err = (needed,)
 E_VIEW_INPLACE = -18
+E_KERNEL = -19        # a kernel failed without a status (an exception in compiled code)
+E_OVERLAP = -20       # in-place: an operand partially overlaps the written tensor
+E_SELF_OVERLAP = -21  # in-place: the written tensor has elements sharing memory
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------
 D_N = 0          # elements in the index space

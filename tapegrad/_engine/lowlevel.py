@@ -4,7 +4,6 @@ Kernels reach every table and buffer through an address held in the ctx array, s
 table can grow (Python reallocates it and updates ctx) without recompiling anything, and
 per-op kernels compiled on first use are called through a table of addresses.
 """
-import numpy as np
 from llvmlite import ir
 from numba import njit, types, carray
 from numba.core.extending import intrinsic
@@ -51,86 +50,93 @@ c_free = types.ExternalFunction("free", types.void(types.int64))
 KERNEL_SIG = "int64(int64, int64)"
 
 
-@njit(cache=True)
+def jit(fn):
+    """How every tapegrad kernel and helper is compiled: cached on disk, and with NumPy's
+    error model, so x/0 gives inf or nan as in PyTorch instead of raising inside
+    compiled code (where an exception would be lost)."""
+    return njit(cache=True, error_model="numpy")(fn)
+
+
+@jit
 def ctx_of(caddr):
     return carray(ptr_i64(caddr), (NCTX,))
 
 
-@njit(cache=True)
+@jit
 def meta_of(C):
     return carray(ptr_i64(C[C_META]), (C[C_META_CAP], MW))
 
 
-@njit(cache=True)
+@jit
 def stor_of(C):
     return carray(ptr_i64(C[C_STOR]), (C[C_STOR_CAP], SW))
 
 
-@njit(cache=True)
+@jit
 def tape_of(C):
     return carray(ptr_i64(C[C_TAPE]), (C[C_TAPE_CAP], RW))
 
 
-@njit(cache=True)
+@jit
 def fattr_of(C):
     return carray(ptr_f64(C[C_FATTR]), (C[C_TAPE_CAP],))
 
 
-@njit(cache=True)
+@jit
 def iargs_of(C):
     return carray(ptr_i64(C[C_IARGS]), (C[C_IARGS_CAP],))
 
 
-@njit(cache=True)
+@jit
 def outs_of(C):
     return carray(ptr_i64(C[C_OUTS]), (C[C_OUTS_CAP],))
 
 
-@njit(cache=True)
+@jit
 def err_of(C):
     return carray(ptr_i64(C[C_ERR]), (16,))
 
 
-@njit(cache=True)
+@jit
 def work_of(C):
     return carray(ptr_i64(C[C_WORK]), (C[C_WORK_CAP],))
 
 
-@njit(cache=True)
+@jit
 def opinfo_of(C):
     return carray(ptr_i64(C[C_OPINFO]), (256, OIW))
 
 
-@njit(cache=True)
+@jit
 def fwd_table(C):
     return carray(ptr_i64(C[C_FWD]), (512,))
 
 
-@njit(cache=True)
+@jit
 def bwd_table(C):
     return carray(ptr_i64(C[C_BWD]), (512,))
 
 
-@njit(cache=True)
+@jit
 def desc_of(C):
     return carray(ptr_i64(C[C_DESC]), (DW,))
 
 
-@njit(cache=True)
+@jit
 def f32_at(addr, n):
     return carray(ptr_f32(addr), (n,))
 
 
-@njit(cache=True)
+@jit
 def f64_at(addr, n):
     return carray(ptr_f64(addr), (n,))
 
 
-@njit(cache=True)
+@jit
 def i64_at(addr, n):
     return carray(ptr_i64(addr), (n,))
 
 
-@njit(cache=True)
+@jit
 def u8_at(addr, n):
     return carray(ptr_u8(addr), (n,))

@@ -1,6 +1,6 @@
 """tapegrad.autograd: backward(), grad(), grad-mode switches, graph nodes."""
 from .._engine import layout as L
-from .._engine.state import engine, EngineError
+from .._engine.state import engine
 from ..ops.registry import OPS
 from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 from .graph import Node, AccumulateGrad
@@ -118,7 +118,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise NotImplementedError("create_graph=True (higher-order gradients) is not "
                                   "supported by tapegrad yet")
     outputs = _as_list(outputs)
-    single = isinstance(inputs, Tensor)
     inputs = _as_list(inputs)
     for t in inputs:
         if not isinstance(t, Tensor):

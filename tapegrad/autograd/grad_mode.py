@@ -36,19 +36,26 @@ class enable_grad(_Mode):
 
 
 class inference_mode(_Mode):
-    """Like no_grad (tapegrad has no separate inference tensors)."""
+    """Like no_grad (tapegrad has no separate inference tensors); inference_mode(False)
+    leaves grad mode as it is."""
     enabled = False
 
     def __init__(self, mode=True):
         super().__init__()
-        self.enabled = bool(mode)
+        self.mode = bool(mode)
+        self.enabled = not mode
+
+    def __enter__(self):
+        self.prev.append(GRAD_MODE[0])
+        if self.mode:
+            GRAD_MODE[0] = 0
 
     def __call__(self, fn):
-        enabled = self.enabled
+        mode = self.mode
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with inference_mode(enabled):
+            with inference_mode(mode):
                 return fn(*args, **kwargs)
         return wrapper
 

@@ -7,35 +7,51 @@ Transposed weights (x @ W.T, what nn.Linear does) are read in place as Fortran-o
 matrices, without a copy.
 """
 import numpy as np
-from numba import njit, carray
+from numba import carray
 
-from .._engine.layout import (MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, R_IN,
+from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, R_IN,
                               IN_SAVED, R_ODTYPE, IW, E_DTYPE, E_SHAPE)
-from .._engine.lowlevel import ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
-                            edge_grad_addr)
+                            edge_grad_addr, input_shape, contiguous_strides)
 from .registry import OpDef, register
 
 _M = __name__
 
 
-@njit(cache=True)
-def _operand(M, t, left):
-    """(batch shape, batch strides, rows, cols, row stride, col stride) of t as a (batch
-    of) matrices; a vector becomes a row (left) or a column (right)."""
-    nd = M[t, M_NDIM]
+@jit
+def _operand_layout(nd, shape, strides, left):
+    """(batch shape, batch strides, rows, cols, row stride, col stride) of a (batch of)
+    matrices; a vector becomes a row (left operand) or a column (right operand)."""
     if nd == 1:
-        n = M[t, M_SHAPE]
-        s = M[t, M_STRIDE]
         if left:
-            return np.empty(0, np.int64), np.empty(0, np.int64), 1, n, 0, s
-        return np.empty(0, np.int64), np.empty(0, np.int64), n, 1, s, 0
-    return (M[t, M_SHAPE:M_SHAPE + nd - 2].copy(), M[t, M_STRIDE:M_STRIDE + nd - 2].copy(),
-            M[t, M_SHAPE + nd - 2], M[t, M_SHAPE + nd - 1],
-            M[t, M_STRIDE + nd - 2], M[t, M_STRIDE + nd - 1])
+            return np.empty(0, np.int64), np.empty(0, np.int64), 1, shape[0], 0, strides[0]
+        return np.empty(0, np.int64), np.empty(0, np.int64), shape[0], 1, strides[0], 0
+    return (shape[:nd - 2].copy(), strides[:nd - 2].copy(), shape[nd - 2], shape[nd - 1],
+            strides[nd - 2], strides[nd - 1])
 
 
-@njit(cache=True)
+@jit
+def _operand(M, t, left):
+    nd = M[t, M_NDIM]
+    return _operand_layout(nd, M[t, M_SHAPE:M_SHAPE + nd].copy(),
+                           M[t, M_STRIDE:M_STRIDE + nd].copy(), left)
+
+
+@jit
+def _operand_of(C, row, k, left):
+    """Layout of input k for its gradient: the saved tensor, or (when only its shape is
+    needed because it was not saved) its shape as a contiguous matrix."""
+    T = tape_of(C)
+    sv = T[row, R_IN + k * IW + IN_SAVED]
+    if sv >= 0:
+        return _operand(meta_of(C), sv, left)
+    shape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, k, shape)
+    return _operand_layout(nd, shape[:nd].copy(), contiguous_strides(nd, shape[:nd]), left)
+
+
+@jit
 def _bcast(sa, sb):
     na, nb = sa.shape[0], sb.shape[0]
     nd = max(na, nb)
@@ -49,7 +65,7 @@ def _bcast(sa, sb):
     return out, True
 
 
-@njit(cache=True)
+@jit
 def _aligned(bshape, shape, strides):
     """Strides of a batch operand over the broadcast batch shape (0 where broadcast)."""
     nd = bshape.shape[0]
@@ -62,7 +78,7 @@ def _aligned(bshape, shape, strides):
     return out
 
 
-@njit(cache=True)
+@jit
 def _contig_batch_strides(shape, inner):
     nd = shape.shape[0]
     out = np.empty(nd, np.int64)
@@ -73,7 +89,7 @@ def _contig_batch_strides(shape, inner):
     return out
 
 
-@njit(cache=True)
+@jit
 def _load(P, off, r, c, rs, cs):
     """Copy a (r, c) matrix with strides (rs, cs) into a C-ordered array."""
     out = np.empty((r, c), P.dtype)
@@ -83,22 +99,22 @@ def _load(P, off, r, c, rs, cs):
     return out
 
 
-@njit(cache=True)
+@jit
 def _is_c(r, c, rs, cs):
     return (cs == 1 or c == 1) and (rs == c or r == 1)
 
 
-@njit(cache=True)
+@jit
 def _is_f(r, c, rs, cs):
     return (rs == 1 or r == 1) and (cs == r or c == 1)
 
 
-@njit(cache=True)
+@jit
 def _c_view(P, off, r, c):
     return P[off:off + r * c].reshape((r, c))
 
 
-@njit(cache=True)
+@jit
 def _as_c(P, off, r, c, rs, cs):
     """The matrix as a C-ordered array: in place when it is one, else a copy."""
     if _is_c(r, c, rs, cs):
@@ -106,7 +122,7 @@ def _as_c(P, off, r, c, rs, cs):
     return _load(P, off, r, c, rs, cs)
 
 
-@njit(cache=True)
+@jit
 def _batch_offsets(idx, bshape, s0, s1, s2):
     o0 = 0
     o1 = 0
@@ -118,7 +134,7 @@ def _batch_offsets(idx, bshape, s0, s1, s2):
     return o0, o1, o2
 
 
-@njit(cache=True)
+@jit
 def _next(idx, bshape):
     d = bshape.shape[0] - 1
     while d >= 0:
@@ -129,7 +145,7 @@ def _next(idx, bshape):
         d -= 1
 
 
-@njit(cache=True)
+@jit
 def _matmul_batches(PA, PB, PO, bshape, sa, sb, so, n, k, m, ars, acs, brs, bcs):
     nb = 1
     for d in range(bshape.shape[0]):
@@ -147,7 +163,7 @@ def _matmul_batches(PA, PB, PO, bshape, sa, sb, so, n, k, m, ars, acs, brs, bcs)
         _next(idx, bshape)
 
 
-@njit(cache=True)
+@jit
 def _extent(bshape, bstr, r, c, rs, cs):
     e = 1 + (r - 1) * rs + (c - 1) * cs
     for d in range(bshape.shape[0]):
@@ -207,7 +223,7 @@ def matmul_fwd(caddr, row):
     return set_outputs1(C, out)
 
 
-@njit(cache=True)
+@jit
 def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
                   ars, acs, brs, bcs, want_a, want_b):
     """GA += G @ B^T and GB += A^T @ G, batch by batch (a broadcast batch dim has stride 0
@@ -237,14 +253,15 @@ def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
 
 def matmul_bwd(caddr, row):
     C = ctx_of(caddr)
-    M = meta_of(C)
     T = tape_of(C)
-    a = T[row, R_IN + IN_SAVED]
-    b = T[row, R_IN + IW + IN_SAVED]
+    a = T[row, R_IN + IN_SAVED]           # saved only when b requires grad
+    b = T[row, R_IN + IW + IN_SAVED]      # saved only when a requires grad
     ga = edge_grad_addr(C, row, 0)
     gb = edge_grad_addr(C, row, 1)
-    ab, asb, n, k, ars, acs = _operand(M, a, True)
-    bb, bsb, k2, m, brs, bcs = _operand(M, b, False)
+    ab, asb, n, k, ars, acs = _operand_of(C, row, 0, True)
+    bb, bsb, k2, m, brs, bcs = _operand_of(C, row, 1, False)
+    pa = data_addr(C, a) if a >= 0 else 0
+    pb = data_addr(C, b) if b >= 0 else 0
     bshape, ok = _bcast(ab, bb)
     sa = _aligned(bshape, ab, asb)
     sb = _aligned(bshape, bb, bsb)
@@ -263,25 +280,26 @@ def matmul_bwd(caddr, row):
         no *= bshape[d]
     g = row_grad_addr(C, row, 0)
     if T[row, R_ODTYPE] == F32:
-        _matmul_grads(carray(ptr_f32(data_addr(C, a)), (na,)),
-                      carray(ptr_f32(data_addr(C, b)), (nbb,)),
+        _matmul_grads(carray(ptr_f32(pa), (na if pa else 0,)),
+                      carray(ptr_f32(pb), (nbb if pb else 0,)),
                       carray(ptr_f32(g), (no,)),
                       carray(ptr_f32(ga), (nga if ga else 0,)),
                       carray(ptr_f32(gb), (ngb if gb else 0,)),
                       bshape, sa, sb, sga, sgb, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0)
     else:
-        _matmul_grads(carray(ptr_f64(data_addr(C, a)), (na,)),
-                      carray(ptr_f64(data_addr(C, b)), (nbb,)),
+        _matmul_grads(carray(ptr_f64(pa), (na if pa else 0,)),
+                      carray(ptr_f64(pb), (nbb if pb else 0,)),
                       carray(ptr_f64(g), (no,)),
                       carray(ptr_f64(ga), (nga if ga else 0,)),
                       carray(ptr_f64(gb), (ngb if gb else 0,)),
                       bshape, sa, sb, sga, sgb, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0)
-    return 0
+    return K_OK
 
 
 def _mm(name, grad_fn):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn="matmul_fwd",
-                          bwd_fn="matmul_bwd", nin=2, diff=(0, 1), saves=("a", "b")))
+                          bwd_fn="matmul_bwd", nin=2, diff=(0, 1),
+                          saves_if={0: ("b",), 1: ("a",)}))
 
 
 _mm("dot", "DotBackward0")

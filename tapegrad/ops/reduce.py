@@ -5,12 +5,11 @@ or for min (max). Partial sums accumulate in float64, like PyTorch's float32 sum
 accumulate in wider precision.
 """
 import numpy as np
-from numba import njit
 
-from .._engine.layout import (MAXD, F32, F64, I64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE,
-                              M_NUMEL, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE, R_IN, IN_SAVED,
+from .._engine.layout import (K_OK, MAXD, F32, F64, I64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE,
+                              M_NUMEL, R_IATTR, R_ODTYPE, R_IN, IN_SAVED, R_NOUT,
                               R_OSAVED, E_DTYPE, C_NOUTS)
-from .._engine.lowlevel import ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
 from .._engine.core import span, contiguous_strides
@@ -19,7 +18,7 @@ from .registry import OpDef, register
 _M = __name__
 
 
-@njit(cache=True)
+@jit
 def _reduced_layout(M, a, mask, keep):
     """Input shape/strides, the output shape, and the output's strides seen from the input's
     index space (0 along reduced dims)."""
@@ -45,7 +44,7 @@ def _reduced_layout(M, a, mask, keep):
     return shape, ast, oshape[:ond], ost
 
 
-@njit(cache=True)
+@jit
 def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
     gradient back, X[px] += Y[py] * scale."""
@@ -89,7 +88,39 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
             d -= 1
 
 
-@njit(cache=True)
+@jit
+def input_grad(C, row):
+    """(address, shape) of the gradient buffer of input 0 of row; address 0 when no
+    gradient is wanted."""
+    ga = edge_grad_addr(C, row, 0)
+    ishape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, 0, ishape) if ga != 0 else 0
+    return ga, ishape[:nd].copy()
+
+
+@jit
+def scatter_grad(C, row, ga, n_ga, space, sx, sy, scale):
+    """GA += G * scale, walking the index space `space` with strides sx in GA and sy in
+    the row's incoming gradient G: the backward of every op that only moves, broadcasts
+    or sums elements (views, expand, unbind, sum, mean)."""
+    T = tape_of(C)
+    g = row_grad_addr(C, row, 0)
+    n = out_numel(T, row) * T[row, R_NOUT]
+    if T[row, R_ODTYPE] == F32:
+        _odometer(space, sx, sy, f32_at(ga, n_ga), f32_at(g, n), False, np.float32(scale))
+    else:
+        _odometer(space, sx, sy, f64_at(ga, n_ga), f64_at(g, n), False, scale)
+
+
+@jit
+def numel(shape):
+    n = 1
+    for d in range(shape.shape[0]):
+        n *= shape[d]
+    return n
+
+
+@jit
 def _sum_into(A, shape, ast, acc, ost, scale, O):
     _odometer(shape, ast, ost, A, acc, True, 1.0)
     for i in range(O.shape[0]):
@@ -128,15 +159,13 @@ def sum_fwd(caddr, row):
 def sum_bwd(caddr, row):
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga = edge_grad_addr(C, row, 0)
+    ga, shape = input_grad(C, row)
     if ga == 0:
-        return 0
-    ishape = np.empty(MAXD, np.int64)
-    nd = input_shape(C, row, 0, ishape)
-    shape = ishape[:nd].copy()
+        return K_OK
+    nd = shape.shape[0]
     mask = T[row, R_IATTR]
     count = 1
-    ost = np.zeros(nd, np.int64)
+    ost = np.zeros(nd, np.int64)          # the (keepdim) output seen from the input
     s = 1
     for d in range(nd - 1, -1, -1):
         if (mask >> d) & 1:
@@ -145,21 +174,12 @@ def sum_bwd(caddr, row):
             ost[d] = s
             s *= shape[d]
     scale = 1.0 / count if T[row, R_IATTR + 2] else 1.0
-    n_in = 1
-    for d in range(nd):
-        n_in *= shape[d]
-    cs = contiguous_strides(nd, shape)
-    n_out = out_numel(T, row)
-    g = row_grad_addr(C, row, 0)
-    if T[row, R_ODTYPE] == F32:
-        _odometer(shape, cs, ost, f32_at(ga, n_in), f32_at(g, n_out), False, np.float32(scale))
-    else:
-        _odometer(shape, cs, ost, f64_at(ga, n_in), f64_at(g, n_out), False, scale)
-    return 0
+    scatter_grad(C, row, ga, numel(shape), shape, contiguous_strides(nd, shape), ost, scale)
+    return K_OK
 
 
 # ------------------------------------------------------------------ max / min
-@njit(cache=True)
+@jit
 def _better(v, best, is_min):
     if v != v:
         return best == best         # NaN wins (propagates), the first one is kept
@@ -168,7 +188,7 @@ def _better(v, best, is_min):
     return v > best
 
 
-@njit(cache=True)
+@jit
 def _extreme_all(A, shape, ast, is_min):
     nd = shape.shape[0]
     n = 1
@@ -217,7 +237,7 @@ def extreme_all_fwd(caddr, row):
     return set_outputs1(C, out)
 
 
-@njit(cache=True)
+@jit
 def _distribute(A, shape, ast, best, g, GA):
     """Gradient of an all-reduce max/min: split evenly among the elements equal to it."""
     nd = shape.shape[0]
@@ -254,7 +274,7 @@ def extreme_all_bwd(caddr, row):
     T = tape_of(C)
     ga = edge_grad_addr(C, row, 0)
     if ga == 0:
-        return 0
+        return K_OK
     sa = T[row, R_IN + IN_SAVED]
     so = T[row, R_OSAVED]
     nd = M[sa, M_NDIM]
@@ -268,14 +288,42 @@ def extreme_all_bwd(caddr, row):
     else:
         _distribute(f64_at(data_addr(C, sa), span(M, sa)), shape, ast,
                     f64_at(data_addr(C, so), 1)[0], f64_at(g, 1)[0], f64_at(ga, n))
-    return 0
+    return K_OK
 
 
-@njit(cache=True)
+@jit
+def _advance_skipping(idx, shape, skip):
+    """Step a row-major multi-index over every dim except skip."""
+    d = shape.shape[0] - 1
+    while d >= 0:
+        if d == skip:
+            d -= 1
+            continue
+        idx[d] += 1
+        if idx[d] < shape[d]:
+            return
+        idx[d] = 0
+        d -= 1
+
+
+@jit
+def _reduced_dim(mask, nd):
+    """The single reduced dim of a max/min(dim) row; -1 for a 0-d input."""
+    for d in range(nd):
+        if (mask >> d) & 1:
+            return d
+    return -1
+
+
+@jit
 def _extreme_dim(A, shape, ast, dim, V, I, is_min):
     """Values and first indices of the max/min along dim; outputs are contiguous over the
     other dims (keepdim or not, the element order is the same)."""
     nd = shape.shape[0]
+    if dim < 0:                 # a 0-d input: its only element, index 0
+        V[0] = A[0]
+        I[0] = 0
+        return
     m = shape[dim]
     sd = ast[dim]
     nout = V.shape[0]
@@ -293,16 +341,7 @@ def _extreme_dim(A, shape, ast, dim, V, I, is_min):
                 bi = j
         V[o] = best
         I[o] = bi
-        d = nd - 1
-        while d >= 0:
-            if d == dim:
-                d -= 1
-                continue
-            idx[d] += 1
-            if idx[d] < shape[d]:
-                break
-            idx[d] = 0
-            d -= 1
+        _advance_skipping(idx, shape, dim)
 
 
 def extreme_dim_fwd(caddr, row):
@@ -314,10 +353,8 @@ def extreme_dim_fwd(caddr, row):
     if dt != F32 and dt != F64:
         return E_DTYPE
     mask = T[row, R_IATTR]
-    dim = 0
-    while not (mask >> dim) & 1:
-        dim += 1
     shape, ast, oshape, ost = _reduced_layout(M, a, mask, T[row, R_IATTR + 1])
+    dim = _reduced_dim(mask, shape.shape[0])
     ond = oshape.shape[0]
     vals = make_output(C, dt, ond, oshape)
     if vals < 0:
@@ -338,12 +375,15 @@ def extreme_dim_fwd(caddr, row):
     outs[0] = vals
     outs[1] = inds
     C[C_NOUTS] = 2
-    return 0
+    return K_OK
 
 
-@njit(cache=True)
+@jit
 def _scatter_dim(G, I, shape, dim, GA):
     nd = shape.shape[0]
+    if dim < 0:
+        GA[0] += G[0]
+        return
     cs = contiguous_strides(nd, shape)
     sd = cs[dim]
     idx = np.zeros(max(nd, 1), np.int64)
@@ -352,32 +392,17 @@ def _scatter_dim(G, I, shape, dim, GA):
         for d in range(nd):
             p += idx[d] * cs[d]
         GA[p + I[o] * sd] += G[o]
-        d = nd - 1
-        while d >= 0:
-            if d == dim:
-                d -= 1
-                continue
-            idx[d] += 1
-            if idx[d] < shape[d]:
-                break
-            idx[d] = 0
-            d -= 1
+        _advance_skipping(idx, shape, dim)
 
 
 def extreme_dim_bwd(caddr, row):
     C = ctx_of(caddr)
-    M = meta_of(C)
     T = tape_of(C)
-    ga = edge_grad_addr(C, row, 0)
+    ga, shape = input_grad(C, row)
     if ga == 0:
-        return 0
-    ishape = np.empty(MAXD, np.int64)
-    nd = input_shape(C, row, 0, ishape)
-    shape = ishape[:nd].copy()
-    mask = T[row, R_IATTR]
-    dim = 0
-    while not (mask >> dim) & 1:
-        dim += 1
+        return K_OK
+    nd = shape.shape[0]
+    dim = _reduced_dim(T[row, R_IATTR], nd)
     n_in = 1
     for d in range(nd):
         n_in *= shape[d]
@@ -389,7 +414,7 @@ def extreme_dim_bwd(caddr, row):
         _scatter_dim(f32_at(g, n), I, shape, dim, f32_at(ga, n_in))
     else:
         _scatter_dim(f64_at(g, n), I, shape, dim, f64_at(ga, n_in))
-    return 0
+    return K_OK
 
 
 def _reduction(name, grad_fn, fwd, bwd, **kw):
@@ -401,7 +426,11 @@ _reduction("sum", "SumBackward0", "sum_fwd", "sum_bwd")
 _reduction("sum_dim", "SumBackward1", "sum_fwd", "sum_bwd")
 _reduction("mean", "MeanBackward0", "sum_fwd", "sum_bwd")
 _reduction("mean_dim", "MeanBackward1", "sum_fwd", "sum_bwd")
-_reduction("max", "MaxBackward1", "extreme_all_fwd", "extreme_all_bwd", saves=("a",), saved_out=0)
-_reduction("min", "MinBackward1", "extreme_all_fwd", "extreme_all_bwd", saves=("a",), saved_out=0)
-_reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd", saved_out=1)
-_reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd", saved_out=1)
+_reduction("max", "MaxBackward1", "extreme_all_fwd", "extreme_all_bwd",
+           saves_if={0: ("a", "out")})
+_reduction("min", "MinBackward1", "extreme_all_fwd", "extreme_all_bwd",
+           saves_if={0: ("a", "out")})
+_reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd",
+           saves_if={0: ("out",)}, saved_out=1)          # the indices
+_reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd",
+           saves_if={0: ("out",)}, saved_out=1)

@@ -21,12 +21,16 @@ BY_NAME = {}
 
 
 class OpDef:
-    __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves", "saved_out",
+    __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
                  "scalar_slot")
 
-    def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves=None,
-                 saved_out=None, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None):
+    def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
+                 saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None):
+        """saves_if[k]: the values ("a", "b", "out") the gradient of input k reads, so
+        they are saved (and version-checked) only when input k requires grad, as in
+        PyTorch; read off the formulas for elementwise ops. saved_out: which output "out"
+        means."""
         self.name = name
         self.grad_fn = grad_fn
         self.kind = kind            # "unary", "binary" (formula ops) or "custom"
@@ -37,21 +41,20 @@ class OpDef:
         self.bwd_fn = bwd_fn
         self._kernels = None
         self.scalar_slot = False
+        self.saved_out = saved_out
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
-            used = [_names(gf) if gf is not None else set() for gf in grads]
-            every = set().union(*used)
-            self.saves = tuple(x for x in ("a", "b")[:self.nin] if x in every)
-            self.saved_out = 0 if "out" in every else None
-            self.diff = tuple(i for i, gf in enumerate(grads) if gf is not None)
+            self.saves_if = {k: _names(gf) & {"a", "b", "out"}
+                             for k, gf in enumerate(grads) if gf is not None}
+            self.diff = tuple(self.saves_if)
         else:
             self.nin = nin
-            self.saves = tuple(saves or ())
-            self.saved_out = saved_out
+            self.saves_if = {k: set(v) for k, v in (saves_if or {}).items()}
             self.diff = tuple(diff or ())
 
-    def saves_mask(self):
-        return sum(1 << "abc".index(x) for x in self.saves)
+    def saves_mask(self, k):
+        names = self.saves_if.get(k, ())
+        return sum(L.SAVE_OUT if x == "out" else 1 << "abc".index(x) for x in names)
 
     def diff_mask(self):
         return sum(1 << i for i in self.diff)
@@ -73,8 +76,9 @@ class OpDef:
                 mod = importlib.import_module(self.module)
                 fwd_py, bwd_py = getattr(mod, self.fwd_fn), getattr(mod, self.bwd_fn)
             with kernel_cache():
-                self._kernels[key] = (cfunc(KERNEL_SIG, cache=True)(fwd_py),
-                                      cfunc(KERNEL_SIG, cache=True)(bwd_py))
+                opts = dict(cache=True, error_model="numpy")
+                self._kernels[key] = (cfunc(KERNEL_SIG, **opts)(fwd_py),
+                                      cfunc(KERNEL_SIG, **opts)(bwd_py))
         return self._kernels[key]
 
 
@@ -94,7 +98,8 @@ def register(op):
 
 def fill_opinfo(opinfo):
     for op in OPS:
-        opinfo[op.opcode, L.O_SAVES] = op.saves_mask()
+        for k in range(L.MAXIN):
+            opinfo[op.opcode, L.O_SAVES_IF + k] = op.saves_mask(k)
         opinfo[op.opcode, L.O_DIFF] = op.diff_mask()
-        opinfo[op.opcode, L.O_SAVED_OUT] = -1 if op.saved_out is None else op.saved_out
+        opinfo[op.opcode, L.O_SAVED_OUT] = op.saved_out
         opinfo[op.opcode, L.O_KIND] = L.KIND_EW if op.kind in ("unary", "binary") else L.KIND_CUSTOM

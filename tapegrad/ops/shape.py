@@ -5,23 +5,21 @@ counter); its backward scatter-adds the gradient into the base's layout. Row int
 attributes carry the target shape ([0] ndim, [1:] sizes), the permutation, or the dim.
 """
 import numpy as np
-from numba import njit
 
-from .._engine.layout import (MAXD, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
+from .._engine.layout import (K_OK, MAXD, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
                               M_ROW, M_OFF, M_SID, FL_REQ, FL_VIEW, FL_VIEWLEAF, R_IATTR,
-                              R_ODTYPE, R_ONDIM, R_OSHAPE, F32, C_NOUTS)
-from .._engine.lowlevel import ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at
+                              R_ONDIM, R_OSHAPE, C_NOUTS)
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
-                            set_outputs1, row_grad_addr, edge_grad_addr, input_shape,
-                            out_numel)
+                            set_outputs1)
 from .._engine.core import contiguous_strides
-from .reduce import _odometer
+from .reduce import input_grad, scatter_grad, numel
 from .registry import OpDef, register
 
 _M = __name__
 
 
-@njit(cache=True)
+@jit
 def _view_of(C, a, nd, shape, strides, off):
     """A tensor over a's storage with the given layout; marks it as a view for the
     in-place rules."""
@@ -43,7 +41,7 @@ def _view_of(C, a, nd, shape, strides, off):
     return v
 
 
-@njit(cache=True)
+@jit
 def _target_shape(T, row):
     nd = T[row, R_IATTR]
     return T[row, R_IATTR + 1:R_IATTR + 1 + nd].copy()
@@ -78,23 +76,13 @@ def reshape_copy_fwd(caddr, row):
 def flat_bwd(caddr, row):
     """Gradient of an op that keeps the element order (view, reshape): a flat add."""
     C = ctx_of(caddr)
-    T = tape_of(C)
-    ga = edge_grad_addr(C, row, 0)
+    ga, shape = input_grad(C, row)
     if ga == 0:
-        return 0
-    n = out_numel(T, row)
-    g = row_grad_addr(C, row, 0)
-    if T[row, R_ODTYPE] == F32:
-        GA = f32_at(ga, n)
-        G = f32_at(g, n)
-        for i in range(n):
-            GA[i] += G[i]
-    else:
-        GA64 = f64_at(ga, n)
-        G64 = f64_at(g, n)
-        for i in range(n):
-            GA64[i] += G64[i]
-    return 0
+        return K_OK
+    n = np.full(1, numel(shape))
+    one = np.ones(1, np.int64)
+    scatter_grad(C, row, ga, n[0], n, one, one, 1.0)
+    return K_OK
 
 
 # ---------------------------------------------------------------- permute
@@ -114,32 +102,20 @@ def permute_fwd(caddr, row):
     return set_outputs1(C, v)
 
 
-@njit(cache=True)
-def _scatter_back(GA, G, oshape, gstrides, one):
-    """GA (strides gstrides over the output's index space) += G (contiguous)."""
-    _odometer(oshape, gstrides, contiguous_strides(oshape.shape[0], oshape), GA, G, False, one)
-
-
 def permute_bwd(caddr, row):
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga = edge_grad_addr(C, row, 0)
+    ga, shape = input_grad(C, row)
     if ga == 0:
-        return 0
-    ishape = np.empty(MAXD, np.int64)
-    nd = input_shape(C, row, 0, ishape)
-    cs = contiguous_strides(nd, ishape[:nd])
-    gst = np.empty(nd, np.int64)
+        return K_OK
+    nd = shape.shape[0]
+    cs = contiguous_strides(nd, shape)
+    gst = np.empty(nd, np.int64)          # the input's gradient seen from the output
     for d in range(nd):
         gst[d] = cs[T[row, R_IATTR + d]]
     oshape = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
-    n = out_numel(T, row)
-    g = row_grad_addr(C, row, 0)
-    if T[row, R_ODTYPE] == F32:
-        _scatter_back(f32_at(ga, n), f32_at(g, n), oshape, gst, np.float32(1))
-    else:
-        _scatter_back(f64_at(ga, n), f64_at(g, n), oshape, gst, 1.0)
-    return 0
+    scatter_grad(C, row, ga, numel(shape), oshape, gst, contiguous_strides(nd, oshape), 1.0)
+    return K_OK
 
 
 # ---------------------------------------------------------------- expand
@@ -164,14 +140,13 @@ def expand_fwd(caddr, row):
 def expand_bwd(caddr, row):
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga = edge_grad_addr(C, row, 0)
+    ga, ishape = input_grad(C, row)
     if ga == 0:
-        return 0
-    ishape = np.empty(MAXD, np.int64)
-    na = input_shape(C, row, 0, ishape)
+        return K_OK
+    na = ishape.shape[0]
     nd = T[row, R_ONDIM]
     oshape = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
-    gst = np.zeros(nd, np.int64)
+    gst = np.zeros(nd, np.int64)          # 0 along the expanded dims: they sum up
     s = 1
     for d in range(nd - 1, -1, -1):
         da = d - (nd - na)
@@ -179,14 +154,8 @@ def expand_bwd(caddr, row):
             if ishape[da] == oshape[d]:
                 gst[d] = s
             s *= ishape[da]
-    n_in = s
-    n = out_numel(T, row)
-    g = row_grad_addr(C, row, 0)
-    if T[row, R_ODTYPE] == F32:
-        _scatter_back(f32_at(ga, n_in), f32_at(g, n), oshape, gst, np.float32(1))
-    else:
-        _scatter_back(f64_at(ga, n_in), f64_at(g, n), oshape, gst, 1.0)
-    return 0
+    scatter_grad(C, row, ga, s, oshape, gst, contiguous_strides(nd, oshape), 1.0)
+    return K_OK
 
 
 # ---------------------------------------------------------------- unbind
@@ -211,7 +180,7 @@ def unbind_fwd(caddr, row):
     for k in range(count):
         outs[k] = _view_of(C, a, nd - 1, shape, strides, M[a, M_OFF] + k * step)
     C[C_NOUTS] = count
-    return 0
+    return K_OK
 
 
 def unbind_bwd(caddr, row):
@@ -219,29 +188,20 @@ def unbind_bwd(caddr, row):
     input's gradient with dim moved to the front."""
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga = edge_grad_addr(C, row, 0)
+    ga, shape = input_grad(C, row)
     if ga == 0:
-        return 0
-    ishape = np.empty(MAXD, np.int64)
-    nd = input_shape(C, row, 0, ishape)
-    shape = ishape[:nd].copy()
+        return K_OK
+    nd = shape.shape[0]
     dim = T[row, R_IATTR]
-    n_out = out_numel(T, row)
     gst = np.empty(nd, np.int64)
     s = 1
     for d in range(nd - 1, -1, -1):
         if d != dim:
             gst[d] = s
             s *= shape[d]
-    gst[dim] = n_out
-    n_in = n_out * shape[dim]
-    cs = contiguous_strides(nd, shape)
-    g = row_grad_addr(C, row, 0)
-    if T[row, R_ODTYPE] == F32:
-        _odometer(shape, cs, gst, f32_at(ga, n_in), f32_at(g, n_in), False, np.float32(1))
-    else:
-        _odometer(shape, cs, gst, f64_at(ga, n_in), f64_at(g, n_in), False, 1.0)
-    return 0
+    gst[dim] = s
+    scatter_grad(C, row, ga, numel(shape), shape, contiguous_strides(nd, shape), gst, 1.0)
+    return K_OK
 
 
 def _shape_op(name, grad_fn, fwd, bwd):

@@ -1,0 +1,240 @@
+"""tapegrad's asv suite: op overhead, scalar chains, a training step, large elementwise
+chains, peak memory and warm start.
+
+Run from the repository root: ``asv machine --yes`` once, then
+``asv run --python=same --quick`` (or without --quick for real numbers).
+
+Data comes from fixed seeds. Every class checks in ``setup`` that the tapegrad at hand
+has what it uses and raises NotImplementedError otherwise (asv then skips it), so that
+older checkouts still load. Note on units: asv re-runs ``setup`` before every timed
+call when a class has one, so microsecond-scale work is batched inside the benchmark
+(``OPS`` ops per call): divide asv's number by ``OPS`` for the time per op.
+Only tapegrad's basic PyTorch-style surface is used (creation, arithmetic, unary ops,
+reductions, matmul, backward, no_grad, in-place sub_): no nn/optim.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORT_ERROR = None
+try:
+    import tapegrad as tg
+except ImportError:
+    # asv runs benchmarks from a temporary directory with only this package importable;
+    # in an "existing" environment nothing is installed: use this checkout's tapegrad.
+    sys.path.insert(0, REPO)
+    try:
+        import tapegrad as tg
+    except Exception as e:      # a checkout that does not import: every class skips
+        tg, _IMPORT_ERROR = None, e
+except Exception as e:          # noqa: BLE001  (same: skip rather than break discovery)
+    tg, _IMPORT_ERROR = None, e
+
+LR = 0.01
+CHAIN_OPS = 10_000              # 5 ops per cycle: mul, add, tanh, pow 2, scale
+CHAIN_MUL, CHAIN_ADD, CHAIN_SCALE, CHAIN_X0 = 0.9, 0.1, 1.73, 1.5     # bounded, see compare.py
+TIMEOUT = 600                   # a cold kernel cache compiles on first use
+
+
+def _need(*names):
+    """Raise NotImplementedError (asv: skip) unless tapegrad has every dotted name."""
+    if tg is None:
+        raise NotImplementedError(f"tapegrad does not import: {_IMPORT_ERROR!r}")
+    for name in names:
+        obj = tg
+        for part in name.split("."):
+            if not hasattr(obj, part):
+                raise NotImplementedError(f"tapegrad has no {name}")
+            obj = getattr(obj, part)
+
+
+def _chain(y, cycles):
+    for _ in range(cycles):
+        y = y * CHAIN_MUL
+        y = y + CHAIN_ADD
+        y = y.tanh()
+        y = y ** 2
+        y = y * CHAIN_SCALE
+    return y
+
+
+class TinyOp:
+    """One recorded op on tiny tensors: the per-op cost of recording."""
+    OPS = 1000
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("tensor", "float32")
+        rng = np.random.default_rng(1)
+        self.a = tg.tensor(rng.standard_normal(4).astype(np.float32), requires_grad=True)
+        self.b = tg.tensor(rng.standard_normal(4).astype(np.float32))
+        self.a * self.b             # load the kernel
+
+    def time_tiny_op(self):
+        """1000 recorded `a*b` on shape (4,), a.requires_grad (divide by 1000)."""
+        a, b = self.a, self.b
+        for _ in range(self.OPS):
+            a * b
+
+
+class RoundTrip:
+    """Record, sum, backward on tiny tensors: the fixed cost of one backward."""
+    OPS = 100
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("tensor", "float32", "Tensor.backward", "Tensor.sum")
+        rng = np.random.default_rng(1)
+        self.a = tg.tensor(rng.standard_normal(4).astype(np.float32), requires_grad=True)
+        self.b = tg.tensor(rng.standard_normal(4).astype(np.float32))
+        self.time_round_trip()      # load the kernels
+
+    def time_round_trip(self):
+        """100 x `a.grad = None; (a*b).sum().backward()` on shape (4,) (divide by 100)."""
+        a, b = self.a, self.b
+        for _ in range(self.OPS):
+            a.grad = None
+            (a * b).sum().backward()
+
+
+class ScalarChainForward:
+    """Record a 10,000-op chain on a 0-d float64 tensor: the per-op recording cost
+    (divide by 10,000 for the time per op)."""
+    OPS = CHAIN_OPS
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("tensor", "float64", "Tensor.tanh", "Tensor.backward")
+        self.x = tg.tensor(CHAIN_X0, dtype=tg.float64, requires_grad=True)
+        _chain(self.x, 2).backward()        # load the kernels
+
+    def time_scalar_chain_forward(self):
+        _chain(self.x, CHAIN_OPS // 5)
+
+
+class ScalarChainBackward:
+    """Sweep the 10,000-node graph of ScalarChainForward (divide by 10,000 for the time
+    per node). A graph serves one backward: setup records a fresh one before every
+    timed call (number = 1, no warm-up calls, also under asv runners that would
+    otherwise batch calls after a single setup)."""
+    OPS = CHAIN_OPS
+    number = 1
+    repeat = (5, 20, 20.0)
+    warmup_time = 0
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("tensor", "float64", "Tensor.tanh", "Tensor.backward")
+        self.x = tg.tensor(CHAIN_X0, dtype=tg.float64, requires_grad=True)
+        _chain(self.x, 2).backward()        # load the kernels
+        self.x.grad = None
+        self.y = _chain(self.x, CHAIN_OPS // 5)
+
+    def teardown(self):
+        self.y = None
+
+    def time_scalar_chain_backward(self):
+        self.y.backward()
+
+
+class MLPStep:
+    """Eager training step of a hand-written 64-128-10 MLP, batch 32, float32:
+    forward, cross-entropy via logsumexp, backward, SGD update under no_grad."""
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("tensor", "float32", "no_grad", "Tensor.relu", "Tensor.max", "Tensor.exp",
+              "Tensor.log", "Tensor.mean", "Tensor.sub_", "Tensor.detach", "Tensor.__matmul__")
+        rng = np.random.default_rng(2)
+        f = np.float32
+        self.X = tg.tensor(rng.standard_normal((32, 64)).astype(f))
+        self.params = [
+            tg.tensor((rng.standard_normal((64, 128)) / 8.0).astype(f), requires_grad=True),
+            tg.tensor((0.1 * rng.standard_normal(128)).astype(f), requires_grad=True),
+            tg.tensor((rng.standard_normal((128, 10)) / np.sqrt(128)).astype(f),
+                      requires_grad=True),
+            tg.tensor((0.1 * rng.standard_normal(10)).astype(f), requires_grad=True)]
+        onehot = np.zeros((32, 10), f)
+        onehot[np.arange(32), rng.integers(0, 10, 32)] = 1
+        self.onehot = tg.tensor(onehot)
+        self.time_mlp_step()        # load the kernels
+
+    def time_mlp_step(self):
+        W1, b1, W2, b2 = self.params
+        h = (self.X @ W1 + b1).relu()
+        z = h @ W2 + b2
+        m = z.max(1, keepdim=True).values.detach()
+        lse = (z - m).exp().sum(1, keepdim=True).log() + m
+        loss = (lse - (z * self.onehot).sum(1, keepdim=True)).mean()
+        loss.backward()
+        with tg.no_grad():
+            for p in self.params:
+                p.sub_(p.grad * LR)
+                p.grad = None
+
+
+class Chain1M:
+    """`(sin(x)*exp(x) + x**2).sum()` forward+backward on 1M elements."""
+    params = ["float32", "float64"]
+    param_names = ["dtype"]
+    timeout = TIMEOUT
+
+    def setup(self, dtype):
+        _need("tensor", dtype, "Tensor.sin", "Tensor.exp", "Tensor.backward")
+        x = np.random.default_rng(3).standard_normal(1_000_000).astype(dtype)
+        self.x = tg.tensor(x, requires_grad=True)
+        self.time_chain_1m(dtype)   # load the kernels
+
+    def time_chain_1m(self, dtype):
+        x = self.x
+        x.grad = None
+        (x.sin() * x.exp() + x ** 2).sum().backward()
+
+
+class PeakMemChain:
+    """Peak memory (process max RSS, imports included) of a 200-op elementwise chain
+    on 1M elements, forward and backward: what the tape keeps alive."""
+    params = ["float32", "float64"]
+    param_names = ["dtype"]
+    timeout = TIMEOUT
+
+    def setup(self, dtype):
+        _need("tensor", dtype, "Tensor.tanh", "Tensor.backward")
+        self.x = tg.tensor(np.random.default_rng(4).standard_normal(1_000_000).astype(dtype),
+                           requires_grad=True)
+
+    def peakmem_chain_200ops(self, dtype):
+        x = self.x
+        x.grad = None
+        _chain(x, 200 // 5).sum().backward()        # 200 chain ops, then the sum
+
+
+class WarmStart:
+    """Seconds for a fresh interpreter to import tapegrad and run one tiny backward
+    with the kernel cache already warm (median of 3)."""
+    timeout = TIMEOUT
+    unit = "seconds"
+    CODE = ("import tapegrad as tg; x = tg.ones(3, requires_grad=True); "
+            "(x * x).sum().backward()")
+
+    def setup(self):
+        _need("ones", "Tensor.backward")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(tg.__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
+                                    if env.get("PYTHONPATH") else "")
+        self.env = env
+        self._run()                 # fill the kernel cache
+
+    def _run(self):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", self.CODE], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL, timeout=TIMEOUT)
+        return time.perf_counter() - t0
+
+    def track_warm_start_seconds(self):
+        return sorted(self._run() for _ in range(3))[1]

@@ -1,0 +1,796 @@
+"""tapegrad against its peers on the same workloads, as a Markdown table.
+
+    python -m benchmarks.compare [--threads N] [--quick] [--only PATTERN] [--rounds R]
+    python benchmarks/compare.py ...
+
+Peers: PyTorch eager, JAX (``jax.jit``) and hand-written NumPy forward+backward (the
+floor), each only if importable. Every workload is first run once on fresh state by
+every library and the values compared with tapegrad's (loss, gradients, updated
+parameters); a row whose peers disagree is aborted with a message instead of timed.
+Then, after warm-up (tapegrad compiles its kernels on first use and caches them on
+disk, so a first run on a new checkout takes minutes), the libraries are timed in
+interleaved rounds (round r starts with a different library) so that machine drift hits
+all of them alike; a sample is one batch of calls, the table shows medians over rounds.
+
+Thread-count environment variables are set before NumPy, Numba or PyTorch are imported,
+so nothing heavy is imported at module level here (asv also imports this module when it
+discovers benchmarks: keep names starting with time_/track_/peakmem_/mem_ out of it).
+"""
+import argparse
+import datetime
+import gc
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_pc = time.perf_counter
+
+LR = 0.01
+CHAIN_OPS = 10_000          # scalar chain: 5 ops per cycle
+CHAIN_CYCLES = CHAIN_OPS // 5
+CHAIN_MUL, CHAIN_ADD, CHAIN_SCALE = 0.9, 0.1, 1.73    # a stable fixed point near 1.08 with
+CHAIN_X0 = 1.5              # slope ~0.92: bounded values and a gradient (~1e-73) that
+                            # stays a normal float64, so the check compares real numbers
+BIG = 1_000_000
+RTOL = {"float32": 1e-4, "float64": 1e-9}
+PEERS = ("torch", "jax", "numpy")
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+# ---------------------------------------------------------------- setup
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads for every library (default 1)")
+    p.add_argument("--quick", action="store_true", help="fewer and shorter rounds")
+    p.add_argument("--only", metavar="PATTERN",
+                   help="run only workloads whose key or title matches this regex")
+    p.add_argument("--rounds", type=int, help="timing rounds (default 31, --quick 7)")
+    a = p.parse_args(argv)
+    if a.threads < 1:
+        p.error("--threads must be >= 1")
+    return a
+
+
+def set_threads(n):
+    """Must run before NumPy/Numba/PyTorch/JAX are imported."""
+    early = [m for m in ("numpy", "numba", "torch", "jax") if m in sys.modules]
+    if early:
+        print(f"warning: {', '.join(early)} imported before the thread count was set",
+              file=sys.stderr)
+    for var in THREAD_VARS:
+        os.environ[var] = str(n)
+    if n > 1:
+        # Interleaved libraries each keep a thread pool; pools that spin-wait after a
+        # parallel region starve the next library's (PyTorch's MLP step went from 0.6 ms
+        # to 90 ms on 2 cores, after NumPy's OpenBLAS matmuls).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if n == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false"
+                                   " intra_op_parallelism_threads=1").strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+class Libs:
+    """The imported libraries: np, tg, and the peers that could be imported."""
+
+    def __init__(self, threads):
+        if REPO not in sys.path:        # measure this checkout, also as a plain script
+            sys.path.insert(0, REPO)
+        import numpy as np
+        import tapegrad as tg
+        self.np, self.tg = np, tg
+        self.torch = self.jax = self.jnp = None
+        self.skipped = {}
+        try:
+            import torch
+            torch.set_num_threads(threads)
+            try:
+                torch.set_num_interop_threads(threads)
+            except RuntimeError:
+                pass
+            self.torch = torch
+        except ImportError as e:
+            self.skipped["torch"] = str(e)
+        try:
+            import jax
+            jax.config.update("jax_enable_x64", True)    # float64 rows; float32 stays 32
+            import jax.numpy as jnp
+            self.jax, self.jnp = jax, jnp
+        except ImportError as e:
+            self.skipped["jax"] = str(e)
+        self.peers = [p for p in PEERS if p == "numpy" or getattr(self, p) is not None]
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_rev():
+    try:
+        out = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        rev = out.stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "tapegrad"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return rev + ("+dirty" if dirty else "") if rev else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def header(L, threads):
+    import numba
+    lines = [
+        f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"tapegrad {L.tg.__version__} (git {git_rev()}), numpy {L.np.__version__}, "
+        f"numba {numba.__version__}, "
+        f"torch {L.torch.__version__ if L.torch else 'absent'}, "
+        f"jax {L.jax.__version__ if L.jax else 'absent'}, "
+        f"Python {platform.python_version()}",
+        f"CPU: {cpu_model()} ({os.cpu_count()} logical cores); threads: {threads}"
+        + (f" (OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']})"
+           if "OMP_WAIT_POLICY" in os.environ else ""),
+    ]
+    return lines
+
+
+# ---------------------------------------------------------------- implementations
+class Impl:
+    """One library's version of a workload.
+
+    loop(n): run n calls (the harness times it); or timed(n): run n calls and return
+    {row: seconds}, for workloads that time phases separately. values(): run once and
+    return {name: array} to compare across libraries. fixed_n: calls per sample."""
+
+    def __init__(self, values, loop=None, timed=None, fixed_n=None):
+        self.values, self.fixed_n = values, fixed_n
+        if timed is None:
+            def timed(n, loop=loop):
+                t0 = _pc()
+                loop(n)
+                return {"main": _pc() - t0}
+        self.timed = timed
+
+
+def _np(t):
+    """A copy of a tapegrad/torch/jax value as a NumPy array."""
+    if hasattr(t, "detach"):
+        t = t.detach().numpy()
+    import numpy as np
+    return np.array(t, copy=True)
+
+
+def _eager(L, lib):
+    """tapegrad and torch share the PyTorch spelling: the same code runs on both."""
+    return {"tapegrad": L.tg, "torch": L.torch}.get(lib)
+
+
+class Workload:
+    key = title = ""
+    dtype = "float32"
+    rows = (("main", "", "µs/call", 1),)     # (row key, label suffix, unit, units/call)
+    tol = {}                                 # name -> rtol override
+
+    def __init__(self, L):
+        self.L = L
+
+    def make(self, lib):
+        M = _eager(self.L, lib)
+        if M is not None:
+            return self.eager(M)
+        fn = getattr(self, lib, None)
+        return fn() if fn else None
+
+
+class TinyOp(Workload):
+    key, title = "tiny_op", "tiny op recorded: a*b, shape (4,)"
+    rows = (("main", "", "µs/op", 1),)
+
+    def data(self):
+        rng = self.L.np.random.default_rng(1)
+        f = self.L.np.float32
+        return rng.standard_normal(4).astype(f), rng.standard_normal(4).astype(f)
+
+    def eager(self, M):
+        an, bn = self.data()
+        a, b = M.tensor(an, requires_grad=True), M.tensor(bn)
+
+        def loop(n):
+            for _ in range(n):
+                a * b
+        return Impl(lambda: {"a*b": _np(a * b)}, loop)
+
+    def numpy(self):
+        a, b = self.data()
+
+        def loop(n):
+            for _ in range(n):
+                a * b
+        return Impl(lambda: {"a*b": a * b}, loop)
+
+    def jax(self):
+        jnp = self.L.jnp
+        a, b = (jnp.asarray(v) for v in self.data())
+        f = self.L.jax.jit(lambda a, b: a * b)
+
+        def loop(n):
+            for _ in range(n):
+                f(a, b).block_until_ready()
+        return Impl(lambda: {"a*b": _np(f(a, b))}, loop)
+
+
+class RoundTrip(TinyOp):
+    key, title = "round_trip", "round trip: (a*b).sum().backward(), shape (4,)"
+    rows = (("main", "", "µs/call", 1),)
+
+    def eager(self, M):
+        an, bn = self.data()
+        a, b = M.tensor(an, requires_grad=True), M.tensor(bn)
+
+        def loop(n):
+            for _ in range(n):
+                a.grad = None
+                (a * b).sum().backward()
+
+        def values():
+            loop(1)
+            return {"a.grad": _np(a.grad)}
+        return Impl(values, loop)
+
+    def numpy(self):
+        np = self.L.np
+        a, b = self.data()
+        box = [None]
+
+        def loop(n):
+            for _ in range(n):
+                p = a * b
+                p.sum()
+                box[0] = np.ones_like(p) * b        # d sum / d p, then d p / d a
+        return Impl(lambda: (loop(1), {"a.grad": box[0]})[1], loop)
+
+    def jax(self):
+        jax, jnp = self.L.jax, self.L.jnp
+        a, b = (jnp.asarray(v) for v in self.data())
+        g = jax.jit(jax.grad(lambda a, b: (a * b).sum()))
+
+        def loop(n):
+            for _ in range(n):
+                g(a, b).block_until_ready()
+        return Impl(lambda: {"a.grad": _np(g(a, b))}, loop)
+
+
+class ScalarChain(Workload):
+    key = "scalar_chain"
+    title = f"scalar chain, {CHAIN_OPS:,} ops (mul, add, tanh, pow 2, scale), float64 shape ()"
+    dtype = "float64"
+    rows = (("fwd", " forward", "µs/op", CHAIN_OPS),
+            ("bwd", " backward", "µs/node", CHAIN_OPS))
+
+    def eager(self, M):
+        x = M.tensor(CHAIN_X0, dtype=M.float64, requires_grad=True)
+
+        def forward():
+            y = x
+            for _ in range(CHAIN_CYCLES):
+                y = y * CHAIN_MUL
+                y = y + CHAIN_ADD
+                y = y.tanh()
+                y = y ** 2
+                y = y * CHAIN_SCALE
+            return y
+
+        def timed(n):
+            out = {"fwd": 0.0, "bwd": 0.0}
+            for _ in range(n):
+                x.grad = None
+                t0 = _pc()
+                y = forward()
+                t1 = _pc()
+                y.backward()
+                t2 = _pc()
+                out["fwd"] += t1 - t0
+                out["bwd"] += t2 - t1
+                del y
+            return out
+
+        def values():
+            x.grad = None
+            y = forward()
+            y.backward()
+            return {"y": _np(y), "x.grad": _np(x.grad)}
+        return Impl(values, timed=timed, fixed_n=1)
+
+    def numpy(self):
+        np = self.L.np
+        x = np.array(CHAIN_X0, np.float64)
+
+        def forward():
+            saved = []                     # the tape: tanh outputs (pow's input too)
+            y = x
+            for _ in range(CHAIN_CYCLES):
+                y = y * CHAIN_MUL
+                y = y + CHAIN_ADD
+                t = np.tanh(y)
+                saved.append(t)
+                y = t ** 2
+                y = y * CHAIN_SCALE
+            return y, saved
+
+        def backward(saved):
+            g = 1.0
+            for t in reversed(saved):
+                g = g * CHAIN_SCALE
+                g = g * (2.0 * t)
+                g = g * (1.0 - t * t)
+                g = g * CHAIN_MUL
+            return g
+
+        def timed(n):
+            out = {"fwd": 0.0, "bwd": 0.0}
+            for _ in range(n):
+                t0 = _pc()
+                y, saved = forward()
+                t1 = _pc()
+                backward(saved)
+                t2 = _pc()
+                out["fwd"] += t1 - t0
+                out["bwd"] += t2 - t1
+            return out
+
+        def values():
+            y, saved = forward()
+            return {"y": np.asarray(y), "x.grad": np.asarray(backward(saved))}
+        return Impl(values, timed=timed, fixed_n=1)
+
+    def jax(self):
+        jax, jnp = self.L.jax, self.L.jnp
+
+        def f(x):
+            def body(i, y):
+                return jnp.tanh(y * CHAIN_MUL + CHAIN_ADD) ** 2 * CHAIN_SCALE
+            return jax.lax.fori_loop(0, CHAIN_CYCLES, body, x)
+        fj, gj = jax.jit(f), jax.jit(jax.grad(f))
+        x = jnp.asarray(CHAIN_X0, dtype=jnp.float64)
+
+        def timed(n):
+            out = {"fwd": 0.0, "bwd": 0.0}
+            for _ in range(n):
+                t0 = _pc()
+                fj(x).block_until_ready()
+                t1 = _pc()
+                gj(x).block_until_ready()      # includes its own forward
+                t2 = _pc()
+                out["fwd"] += t1 - t0
+                out["bwd"] += t2 - t1
+            return out
+        return Impl(lambda: {"y": _np(fj(x)), "x.grad": _np(gj(x))}, timed=timed, fixed_n=1)
+
+
+class MLPStep(Workload):
+    key, title = "mlp_step", "MLP 64-128-10 training step, batch 32, float32"
+    rows = (("main", "", "µs/step", 1),)
+    B, D, H, C = 32, 64, 128, 10
+
+    def data(self):
+        np = self.L.np
+        rng = np.random.default_rng(2)
+        f = np.float32
+        X = rng.standard_normal((self.B, self.D)).astype(f)
+        W1 = (rng.standard_normal((self.D, self.H)) / np.sqrt(self.D)).astype(f)
+        b1 = (0.1 * rng.standard_normal(self.H)).astype(f)
+        W2 = (rng.standard_normal((self.H, self.C)) / np.sqrt(self.H)).astype(f)
+        b2 = (0.1 * rng.standard_normal(self.C)).astype(f)
+        onehot = np.zeros((self.B, self.C), f)
+        onehot[np.arange(self.B), rng.integers(0, self.C, self.B)] = 1
+        return X, [W1, b1, W2, b2], onehot
+
+    def eager(self, M):
+        Xn, pn, ohn = self.data()
+        X, oh = M.tensor(Xn), M.tensor(ohn)
+        params = [M.tensor(p, requires_grad=True) for p in pn]
+
+        def step(record=None):
+            W1, b1, W2, b2 = params
+            h = (X @ W1 + b1).relu()
+            z = h @ W2 + b2
+            m = z.max(1, keepdim=True).values.detach()
+            lse = (z - m).exp().sum(1, keepdim=True).log() + m
+            loss = (lse - (z * oh).sum(1, keepdim=True)).mean()
+            loss.backward()
+            if record is not None:
+                record["loss"] = _np(loss)
+                for i, p in enumerate(params):
+                    record[f"grad{i}"] = _np(p.grad)
+            with M.no_grad():
+                for p in params:
+                    p.sub_(p.grad * LR)
+                    p.grad = None
+            return loss
+
+        def loop(n):
+            for _ in range(n):
+                step()
+
+        def values():
+            rec = {}
+            step(rec)
+            for i, p in enumerate(params):
+                rec[f"param{i}"] = _np(p)
+            return rec
+        return Impl(values, loop)
+
+    def numpy(self):
+        np = self.L.np
+        X, params, oh = self.data()
+        inv_b = np.float32(1.0 / self.B)
+
+        def step(record=None):
+            W1, b1, W2, b2 = params
+            z1 = X @ W1 + b1
+            h = np.maximum(z1, 0)
+            z = h @ W2 + b2
+            m = z.max(1, keepdims=True)
+            e = np.exp(z - m)
+            se = e.sum(1, keepdims=True)
+            lse = np.log(se) + m
+            loss = (lse - (z * oh).sum(1, keepdims=True)).mean()
+            dz = (e / se - oh) * inv_b
+            dW2 = h.T @ dz
+            db2 = dz.sum(0)
+            dz1 = (dz @ W2.T) * (h > 0)
+            dW1 = X.T @ dz1
+            db1 = dz1.sum(0)
+            grads = (dW1, db1, dW2, db2)
+            if record is not None:
+                record["loss"] = np.asarray(loss)
+                for i, g in enumerate(grads):
+                    record[f"grad{i}"] = g.copy()
+            for p, g in zip(params, grads):
+                p -= g * np.float32(LR)
+            return loss
+
+        def loop(n):
+            for _ in range(n):
+                step()
+
+        def values():
+            rec = {}
+            step(rec)
+            for i, p in enumerate(params):
+                rec[f"param{i}"] = p.copy()
+            return rec
+        return Impl(values, loop)
+
+    def jax(self):
+        jax, jnp = self.L.jax, self.L.jnp
+        Xn, pn, ohn = self.data()
+        X, oh = jnp.asarray(Xn), jnp.asarray(ohn)
+        state = [[jnp.asarray(p) for p in pn]]
+
+        def loss_fn(params):
+            W1, b1, W2, b2 = params
+            h = jax.nn.relu(X @ W1 + b1)
+            z = h @ W2 + b2
+            m = jax.lax.stop_gradient(z.max(1, keepdims=True))
+            lse = jnp.log(jnp.exp(z - m).sum(1, keepdims=True)) + m
+            return (lse - (z * oh).sum(1, keepdims=True)).mean()
+
+        @jax.jit
+        def step(params):
+            loss, grads = jax.value_and_grad(loss_fn)(params)
+            return loss, grads, [p - LR * g for p, g in zip(params, grads)]
+
+        def loop(n):
+            for _ in range(n):
+                state[0] = jax.block_until_ready(step(state[0])[2])
+
+        def values():
+            loss, grads, new = step(state[0])
+            rec = {"loss": _np(loss)}
+            rec.update({f"grad{i}": _np(g) for i, g in enumerate(grads)})
+            rec.update({f"param{i}": _np(p) for i, p in enumerate(new)})
+            return rec
+        return Impl(values, loop)
+
+
+class Chain1M(Workload):
+    rows = (("main", "", "µs/call", 1),)
+
+    def __init__(self, L, dtype):
+        super().__init__(L)
+        self.dtype = dtype
+        self.key = f"chain_1m_{dtype}"
+        self.title = f"1M-element {dtype} chain (sin(x)*exp(x)+x**2).sum(), fwd+bwd"
+
+    def data(self):
+        np = self.L.np
+        return np.random.default_rng(3).standard_normal(BIG).astype(self.dtype)
+
+    def eager(self, M):
+        x = M.tensor(self.data(), requires_grad=True)
+
+        def call():
+            x.grad = None
+            y = (x.sin() * x.exp() + x ** 2).sum()
+            y.backward()
+            return y
+
+        def loop(n):
+            for _ in range(n):
+                call()
+        return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
+
+    def numpy(self):
+        np = self.L.np
+        x = self.data()
+        box = [None, None]
+
+        def loop(n):
+            for _ in range(n):
+                s = np.sin(x)
+                e = np.exp(x)
+                se = s * e
+                box[0] = (se + x * x).sum()
+                box[1] = np.cos(x) * e + se + 2 * x
+        return Impl(lambda: (loop(1), {"loss": np.asarray(box[0]), "x.grad": box[1]})[1],
+                    loop)
+
+    def jax(self):
+        jax, jnp = self.L.jax, self.L.jnp
+        x = jnp.asarray(self.data())
+        vg = jax.jit(jax.value_and_grad(lambda x: (jnp.sin(x) * jnp.exp(x) + x ** 2).sum()))
+
+        def loop(n):
+            for _ in range(n):
+                jax.block_until_ready(vg(x))
+
+        def values():
+            v, g = vg(x)
+            return {"loss": _np(v), "x.grad": _np(g)}
+        return Impl(values, loop)
+
+
+def workloads(L):
+    return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L),
+            Chain1M(L, "float32"), Chain1M(L, "float64")]
+
+
+# ---------------------------------------------------------------- checking
+def compare_values(np, wl, lib, got, ref):
+    """None if got matches ref (tapegrad's values), else a message."""
+    base = RTOL[wl.dtype]
+    for name, r in ref.items():
+        if name not in got:
+            return f"{lib} computed no {name!r}"
+        g = np.asarray(got[name], np.float64)
+        r = np.asarray(r, np.float64)
+        if g.size != r.size:
+            return f"{lib} {name}: shape {g.shape} vs tapegrad {r.shape}"
+        g, r = g.reshape(r.shape), r
+        rtol = wl.tol.get(name, base)
+        scale = float(np.max(np.abs(r))) if r.size else 0.0
+        if not np.all(np.isfinite(r)):
+            return f"tapegrad {name} has non-finite values"
+        if not np.allclose(g, r, rtol=rtol, atol=rtol * scale):
+            diff = float(np.max(np.abs(g - r)))
+            return (f"{lib} disagrees with tapegrad on {name}: max abs diff {diff:.3g} "
+                    f"(max abs value {scale:.3g}, rtol {rtol:g})")
+    return None
+
+
+def _err(e):
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
+# ---------------------------------------------------------------- timing
+def calibrate(impl, target):
+    """Calls per sample so that a sample lasts about target seconds (also warms up)."""
+    impl.timed(impl.fixed_n or 1)      # first call: compilation, caches (not counted)
+    if impl.fixed_n:
+        return impl.fixed_n
+    n = 1
+    while True:
+        t = sum(impl.timed(n).values())
+        if t >= target or n >= 10_000_000:
+            return n
+        n = max(n + 1, int(n * min(10.0, 1.2 * target / max(t, 1e-9))))
+
+
+def settled_live(tg, E):
+    """Live tapegrad tensors once everything dropped so far has been released: dead
+    wrappers are released in batches of 256, so drop 256 more to force one batch out
+    (those leave at most 255 one-tensor entries queued, the same before and after)."""
+    gc.collect()
+    for _ in range(256):
+        tg.zeros(1)
+    return E.stats()["tensors"]
+
+
+def run_workload(L, wl, args, rounds, target, log):
+    np = L.np
+    libs = ["tapegrad"] + L.peers
+    notes = []
+    E = L.tg._engine.state.engine()
+    live0 = settled_live(L.tg, E)
+
+    # 1. every library computes the same values (fresh state for each)
+    ref = None
+    present = []
+    for lib in libs:
+        try:
+            impl = wl.make(lib)
+            if impl is None:
+                continue
+            got = impl.values()
+        except Exception as e:                          # noqa: BLE001
+            if lib == "tapegrad":
+                return None, [f"ABORTED: tapegrad failed: {_err(e)}"]
+            notes.append(f"{lib} skipped: {_err(e)}")
+            continue
+        if lib == "tapegrad":
+            ref = got
+        else:
+            msg = compare_values(np, wl, lib, got, ref)
+            if msg:
+                return None, [f"ABORTED: {msg}"]
+        present.append(lib)
+        del impl
+
+    def failed(lib, e):
+        if lib == "tapegrad":
+            raise
+        notes.append(f"{lib} dropped from this row: {_err(e)}")
+        present.remove(lib)
+        impls.pop(lib, None)
+
+    # 2. fresh state, warm-up and calibration
+    impls, number = {}, {}
+    for lib in list(present):
+        try:
+            impls[lib] = wl.make(lib)
+            number[lib] = calibrate(impls[lib], target)
+            impls[lib].timed(number[lib])
+        except Exception as e:                          # noqa: BLE001
+            failed(lib, e)
+    log(f"  calls per sample: {number}")
+
+    # 3. interleaved rounds
+    samples = {lib: {row[0]: [] for row in wl.rows} for lib in present}
+    units = {row[0]: row[3] for row in wl.rows}
+    gcold = gc.isenabled()
+    try:
+        for r in range(rounds):
+            gc.collect()
+            gc.disable()
+            k = r % len(present)
+            for lib in present[k:] + present[:k]:
+                try:
+                    res = impls[lib].timed(number[lib])
+                except Exception as e:                  # noqa: BLE001
+                    failed(lib, e)
+                    samples.pop(lib)
+                    continue
+                for row, t in res.items():
+                    samples[lib][row].append(t / (number[lib] * units[row]) * 1e6)
+            if gcold:
+                gc.enable()
+    finally:
+        if gcold:
+            gc.enable()
+    del impls
+    live1 = settled_live(L.tg, E)
+    if live1 - live0 > 256:
+        notes.append(f"tapegrad live tensors grew from {live0} to {live1} over this row "
+                     "(a leak?)")
+    return samples, notes
+
+
+# ---------------------------------------------------------------- report
+def fmt(us):
+    if us >= 1000:
+        return f"{us:,.0f}"
+    if us >= 100:
+        return f"{us:.0f}"
+    if us >= 10:
+        return f"{us:.1f}"
+    return f"{us:.2f}"
+
+
+def table(L, results):
+    np = L.np
+    peers = L.peers
+    head = ["workload", "unit", "tapegrad median (min–max)"]
+    for p in peers:
+        head += [p, f"tapegrad/{p}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for wl, samples, notes in results:
+        for rowkey, label, unit, _ in wl.rows:
+            name = wl.title + label
+            if samples is None:
+                msg = (notes[0] if notes else "aborted").replace("|", "\\|")
+                lines.append("| " + " | ".join([name, unit, msg] + ["—"] * (2 * len(peers)))
+                             + " |")
+                continue
+            t = samples["tapegrad"][rowkey]
+            tm = float(np.median(t))
+            cells = [name, unit, f"{fmt(tm)} ({fmt(min(t))}–{fmt(max(t))})"]
+            for p in peers:
+                s = samples.get(p, {}).get(rowkey)
+                if not s:
+                    cells += ["—", "—"]
+                    continue
+                pm = float(np.median(s))
+                cells += [fmt(pm), f"{tm / pm:.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    set_threads(args.threads)
+    t_start = _pc()
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    log("importing (a first run on a new checkout compiles kernels: minutes)...")
+    L = Libs(args.threads)
+    rounds = args.rounds or (7 if args.quick else 31)
+    target = 0.01 if args.quick else 0.025
+    wls = workloads(L)
+    if args.only:
+        pat = re.compile(args.only, re.IGNORECASE)
+        wls = [w for w in wls if pat.search(w.key) or pat.search(w.title)]
+        if not wls:
+            log(f"no workload matches {args.only!r}; keys: "
+                + ", ".join(w.key for w in workloads(L)))
+            return 2
+    results = []
+    for wl in wls:
+        log(f"{wl.key} ...")
+        t0 = _pc()
+        try:
+            samples, notes = run_workload(L, wl, args, rounds, target, log)
+        except Exception as e:                          # noqa: BLE001
+            samples, notes = None, [f"ABORTED: tapegrad failed: {_err(e)}"]
+        log(f"  {_pc() - t0:.1f} s")
+        results.append((wl, samples, notes))
+
+    out = [f"# tapegrad vs peers ({'quick, ' if args.quick else ''}{rounds} interleaved rounds)",
+           ""]
+    out += [f"- {line}" for line in header(L, args.threads)]
+    for lib, why in L.skipped.items():
+        out.append(f"- {lib}: not installed, skipped ({why})")
+    out.append("")
+    out += table(L, results)
+    out.append("")
+    out.append("Times in µs, medians over rounds; tapegrad/peer > 1 means tapegrad is slower. "
+               "numpy is a hand-written forward+backward (the floor); jax runs jax.jit-compiled "
+               "functions (its scalar-chain backward is jit(grad), forward included).")
+    for wl, samples, notes in results:
+        for n in notes:
+            if samples is not None or n != notes[0]:
+                out.append(f"- {wl.key}: {n}")
+    out.append(f"\nTotal wall time {_pc() - t_start:.0f} s.")
+    print("\n".join(out))
+    aborted = [wl.key for wl, samples, _ in results if samples is None]
+    return 1 if aborted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
