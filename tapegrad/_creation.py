@@ -101,6 +101,7 @@ def from_numpy(arr):
     E.iargs[arr.ndim:2 * arr.ndim] = [s // dt.itemsize for s in st]
     nbytes = max(arr.nbytes, 1)
     i = E.call(core.adopt, arr.ctypes.data, nbytes, dt.code, arr.ndim, 0)
+    E.flush()                       # forget arrays whose tensors are gone
     E.ext[int(E.meta[i, L.M_SID])] = arr
     return _wrap(i)
 

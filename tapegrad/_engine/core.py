@@ -277,11 +277,20 @@ def decref(C, kind, i):
 
 
 @jit
-def release_ids(caddr, ids):
-    """Wrappers of these ids died (queued by Tensor.__del__ and flushed in batches)."""
-    C = ctx_of(caddr)
-    for j in range(ids.shape[0]):
-        decref(C, KIND_META, ids[j])
+def drain(C):
+    """Release the ids whose Python wrappers died since the last compiled call
+    (Tensor.__del__ queues them): their memory is reused by the very next op."""
+    n = C[C_RELN]
+    if n > 0:
+        q = i64_at(C[C_RELQ], n)
+        C[C_RELN] = 0
+        for j in range(n):
+            decref(C, KIND_META, q[j])
+
+
+@jit
+def drain_queue(caddr):
+    drain(ctx_of(caddr))
     return 0
 
 
@@ -659,6 +668,7 @@ def op_entry(caddr, op, a, b, s, flags):
     written to iargs. Records a row when gradients are wanted. Returns the first output
     id (further outputs in outs[]) or a negative status; nothing changes on failure."""
     C = ctx_of(caddr)
+    drain(C)
     M = meta_of(C)
     T = tape_of(C)
     if C[C_META_CAP] - C[C_LIVE_META] < 16 + C[C_OUTS_CAP]:
@@ -937,6 +947,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
     rows reachable from the roots, checks versions and freed buffers before touching
     anything, then runs the rows in dependency order (each after all its consumers)."""
     C = ctx_of(caddr)
+    drain(C)
     M = meta_of(C)
     T = tape_of(C)
     S = stor_of(C)
@@ -1127,6 +1138,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
 def new_tensor(caddr, dt, nd, zero):
     """A contiguous leaf of shape iargs[0:nd]; refcount 1 for its wrapper."""
     C = ctx_of(caddr)
+    drain(C)
     t = meta_contiguous(C, dt, nd, iargs_of(C)[:nd], zero)
     if t < 0:
         return E_NOMEM
@@ -1139,6 +1151,7 @@ def adopt(caddr, addr, nbytes, dt, nd, off):
     """A tensor over memory Python owns (from_numpy): shape iargs[0:nd], strides
     iargs[nd:2nd] in elements, element offset off from addr."""
     C = ctx_of(caddr)
+    drain(C)
     S = stor_of(C)
     M = meta_of(C)
     sid = C[C_STOR_FREE]
@@ -1166,6 +1179,7 @@ def data_alias(caddr, t):
     """.data: shares storage but counts versions on its own (changes through it are
     invisible to autograd, as in PyTorch)."""
     C = ctx_of(caddr)
+    drain(C)
     S = stor_of(C)
     M = meta_of(C)
     a = meta_alias(C, t)
@@ -1189,6 +1203,7 @@ def data_alias(caddr, t):
 @jit
 def detach(caddr, t):
     C = ctx_of(caddr)
+    drain(C)
     a = meta_alias(C, t)
     M = meta_of(C)
     M[a, M_SRCOP] = -1
@@ -1200,6 +1215,7 @@ def detach(caddr, t):
 def contiguous_copy(caddr, t):
     """A contiguous copy without history (used by .grad setters, seeds, numpy export)."""
     C = ctx_of(caddr)
+    drain(C)
     c = clone_tensor(C, t)
     if c < 0:
         return E_NOMEM

@@ -109,6 +109,9 @@ C_WORK = 29                   # address of a scratch int64 array (work lists of 
 C_WORK_CAP = 30
 C_IARGS_CAP = 31
 C_DESC = 32                   # address of desc[]: the operand layout handed to elementwise loops
+C_RELQ = 33                   # address of relq[]: ids whose Python wrapper died (Tensor.__del__
+C_RELN = 34                   #   writes them; the next compiled call releases them)
+C_RELQ_CAP = 35
 NCTX = 40
 
 # ---- opinfo[op, :] --------------------------------------------------------------

@@ -57,6 +57,15 @@ def jit(fn):
     return njit(cache=True, error_model="numpy")(fn)
 
 
+REDUCTION_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+
+
+def jit_reduction(fn):
+    """For loops that sum: lets LLVM reorder the additions, so they vectorise. Never
+    full fastmath (it would break isnan)."""
+    return njit(cache=True, error_model="numpy", fastmath=REDUCTION_FASTMATH)(fn)
+
+
 @jit
 def ctx_of(caddr):
     return carray(ptr_i64(caddr), (NCTX,))

@@ -64,7 +64,13 @@ class Engine:
         self._grow("stor", stor_cap)
         self._grow("tape", tape_cap)
         self.ext = {}            # storage id -> the NumPy array whose memory it adopted
-        self.relq = []           # ids whose Python wrapper died, released in batches
+        # ids whose Python wrapper died: Tensor.__del__ appends through memoryviews (the
+        # cheapest write Python has), the next compiled call releases them
+        self.relq = np.zeros(4096, np.int64)
+        c[L.C_RELQ] = self.relq.ctypes.data
+        c[L.C_RELQ_CAP] = len(self.relq)
+        self.relq_mv = memoryview(self.relq)
+        self.ctx_mv = memoryview(self.ctx)
         self.kernel_loader = None    # set by the front: (opcode, slot) -> (fwd, bwd) cfuncs
         self._kernels = {}
         with kernel_cache():
@@ -162,15 +168,16 @@ class Engine:
 
     # ------------------------------------------------------------ memory
     def release(self, i):
-        self.relq.append(i)
-        if len(self.relq) >= 256:
+        """Drop a reference Python holds on id i (the work of Tensor.__del__)."""
+        n = self.ctx_mv[L.C_RELN]
+        self.relq_mv[n] = i
+        self.ctx_mv[L.C_RELN] = n + 1
+        if n + 1 == len(self.relq):
             self.flush()
 
     def flush(self):
-        if self.relq:
-            ids = np.array(self.relq, np.int64)
-            self.relq.clear()
-            core.release_ids(self.caddr, ids)
+        """Release queued ids now, and let go of adopted NumPy arrays no tensor uses."""
+        core.drain_queue(self.caddr)
         n = int(self.ctx[L.C_EXTN])
         if n:
             for sid in self.extq[:n].tolist():

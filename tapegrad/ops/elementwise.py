@@ -22,9 +22,11 @@ binary("sub", "SubBackward0", "a - b", "g", "-g", scalar_slot=True)
 binary("rsub", "RsubBackward1", "b - a", "-g", None)
 binary("mul", "MulBackward0", "a * b", "g * b", "g * a", scalar_slot=True)
 binary("div", "DivBackward0", "a / b", "g / b", "-g * ((a / b) / b)", scalar_slot=True)
-binary("pow", "PowBackward0", "a ** b", "zero if b == zero else g * b * a ** (b - one)", None)
-binary("pow_tensor", "PowBackward1", "a ** b",
-       "zero if b == zero else g * b * a ** (b - one)",
+# like PyTorch, squaring is a multiply (exact, and it vectorises; pow is a libm call)
+binary("pow", "PowBackward0", "a * a if b == two else a ** b",
+       "zero if b == zero else (g * two * a if b == two else g * b * a ** (b - one))", None)
+binary("pow_tensor", "PowBackward1", "a * a if b == two else a ** b",
+       "zero if b == zero else (g * two * a if b == two else g * b * a ** (b - one))",
        "zero if (a == zero and b >= zero) else g * out * log(a)")
 binary("rpow", "PowBackward2", "b ** a",
        "zero if (b == zero and a >= zero) else g * out * log(b)", None)

@@ -9,7 +9,7 @@ import numpy as np
 from .._engine.layout import (K_OK, MAXD, F32, F64, I64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE,
                               M_NUMEL, R_IATTR, R_ODTYPE, R_IN, IN_SAVED, R_NOUT,
                               R_OSAVED, E_DTYPE, C_NOUTS)
-from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
+from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
 from .._engine.core import span, contiguous_strides
@@ -120,9 +120,31 @@ def numel(shape):
     return n
 
 
+@jit_reduction
+def _sum_contiguous(A, n):
+    acc = 0.0
+    for i in range(n):
+        acc += A[i]
+    return acc
+
+
 @jit
 def _sum_into(A, shape, ast, acc, ost, scale, O):
-    _odometer(shape, ast, ost, A, acc, True, 1.0)
+    n = 1
+    full = True
+    for d in range(shape.shape[0]):
+        n *= shape[d]
+        full = full and ost[d] == 0
+    contiguous = True
+    s = 1
+    for d in range(shape.shape[0] - 1, -1, -1):
+        if shape[d] != 1 and ast[d] != s:
+            contiguous = False
+        s *= shape[d]
+    if full and contiguous:         # x.sum(): one vectorised pass
+        acc[0] = _sum_contiguous(A, n)
+    else:
+        _odometer(shape, ast, ost, A, acc, True, 1.0)
     for i in range(O.shape[0]):
         O[i] = acc[i] * scale
 

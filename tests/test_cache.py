@@ -1,0 +1,46 @@
+"""Compiled kernels are cached on disk: a second process loads every kernel it uses from
+the cache and compiles nothing (the warm start the README promises)."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROGRAM = r"""
+import json
+import tapegrad as tg
+from tapegrad._engine import core
+from tapegrad._engine.state import engine
+
+x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+w = tg.tensor([[0.5], [-1.0]], dtype=tg.float32, requires_grad=True)
+loss = ((x @ w).tanh() * 2 + x.sum(1, keepdim=True)).mean()
+loss.backward()
+entries = [core.op_entry, core.sweep]
+report = {
+    "grad": x.grad.tolist(),
+    "entry_misses": sum(sum(d.stats.cache_misses.values()) for d in entries),
+    "entry_hits": sum(sum(d.stats.cache_hits.values()) for d in entries),
+    "kernels": len(engine()._kernels),
+    "kernel_hits": sum(f.cache_hits + b.cache_hits for f, b in engine()._kernels.values()),
+}
+print(json.dumps(report))
+"""
+
+
+def _run():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True,
+                         env=env, timeout=600, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_every_kernel_from_the_cache():
+    first = _run()                  # compiles whatever the cache does not hold yet
+    second = _run()
+    assert second["grad"] == first["grad"]
+    assert second["entry_misses"] == 0 and second["entry_hits"] == 2
+    # every kernel the program used (forward and backward C functions) came from disk
+    assert second["kernels"] >= 6
+    assert second["kernel_hits"] == 2 * second["kernels"]
