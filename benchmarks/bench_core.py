@@ -34,9 +34,8 @@ except ImportError:
 except Exception as e:          # noqa: BLE001  (same: skip rather than break discovery)
     tg, _IMPORT_ERROR = None, e
 
-LR = 0.01
-CHAIN_OPS = 10_000              # 5 ops per cycle: mul, add, tanh, pow 2, scale
-CHAIN_MUL, CHAIN_ADD, CHAIN_SCALE, CHAIN_X0 = 0.9, 0.1, 1.73, 1.5     # bounded, see compare.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # asv runs us from elsewhere
+from workloads import LR, CHAIN_OPS, CHAIN_X0, scalar_chain  # noqa: E402
 TIMEOUT = 600                   # a cold kernel cache compiles on first use
 
 
@@ -50,16 +49,6 @@ def _need(*names):
             if not hasattr(obj, part):
                 raise NotImplementedError(f"tapegrad has no {name}")
             obj = getattr(obj, part)
-
-
-def _chain(y, cycles):
-    for _ in range(cycles):
-        y = y * CHAIN_MUL
-        y = y + CHAIN_ADD
-        y = y.tanh()
-        y = y ** 2
-        y = y * CHAIN_SCALE
-    return y
 
 
 class TinyOp:
@@ -110,10 +99,10 @@ class ScalarChainForward:
     def setup(self):
         _need("tensor", "float64", "Tensor.tanh", "Tensor.backward")
         self.x = tg.tensor(CHAIN_X0, dtype=tg.float64, requires_grad=True)
-        _chain(self.x, 2).backward()        # load the kernels
+        scalar_chain(self.x, 2).backward()        # load the kernels
 
     def time_scalar_chain_forward(self):
-        _chain(self.x, CHAIN_OPS // 5)
+        scalar_chain(self.x, CHAIN_OPS // 5)
 
 
 class ScalarChainBackward:
@@ -130,9 +119,9 @@ class ScalarChainBackward:
     def setup(self):
         _need("tensor", "float64", "Tensor.tanh", "Tensor.backward")
         self.x = tg.tensor(CHAIN_X0, dtype=tg.float64, requires_grad=True)
-        _chain(self.x, 2).backward()        # load the kernels
+        scalar_chain(self.x, 2).backward()        # load the kernels
         self.x.grad = None
-        self.y = _chain(self.x, CHAIN_OPS // 5)
+        self.y = scalar_chain(self.x, CHAIN_OPS // 5)
 
     def teardown(self):
         self.y = None
@@ -210,7 +199,7 @@ class PeakMemChain:
     def peakmem_chain_200ops(self, dtype):
         x = self.x
         x.grad = None
-        _chain(x, 200 // 5).sum().backward()        # 200 chain ops, then the sum
+        scalar_chain(x, 200 // 5).sum().backward()        # 200 chain ops, then the sum
 
 
 class WarmStart:

@@ -29,12 +29,13 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _pc = time.perf_counter
 
-LR = 0.01
-CHAIN_OPS = 10_000          # scalar chain: 5 ops per cycle
-CHAIN_CYCLES = CHAIN_OPS // 5
-CHAIN_MUL, CHAIN_ADD, CHAIN_SCALE = 0.9, 0.1, 1.73    # a stable fixed point near 1.08 with
-CHAIN_X0 = 1.5              # slope ~0.92: bounded values and a gradient (~1e-73) that
-                            # stays a normal float64, so the check compares real numbers
+if __package__:
+    from .workloads import (LR, CHAIN_OPS, CHAIN_CYCLES, CHAIN_X0, CHAIN_MUL, CHAIN_ADD,
+                            CHAIN_SCALE, scalar_chain)
+else:                                   # run as a plain script
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from workloads import (LR, CHAIN_OPS, CHAIN_CYCLES, CHAIN_X0, CHAIN_MUL, CHAIN_ADD,
+                           CHAIN_SCALE, scalar_chain)
 BIG = 1_000_000
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 PEERS = ("torch", "jax", "numpy")
@@ -285,14 +286,7 @@ class ScalarChain(Workload):
         x = M.tensor(CHAIN_X0, dtype=M.float64, requires_grad=True)
 
         def forward():
-            y = x
-            for _ in range(CHAIN_CYCLES):
-                y = y * CHAIN_MUL
-                y = y + CHAIN_ADD
-                y = y.tanh()
-                y = y ** 2
-                y = y * CHAIN_SCALE
-            return y
+            return scalar_chain(x)
 
         def timed(n):
             out = {"fwd": 0.0, "bwd": 0.0}
@@ -651,6 +645,8 @@ def run_workload(L, wl, args, rounds, target, log):
         present.append(lib)
         del impl
 
+    impls, number = {}, {}
+
     def failed(lib, e):
         if lib == "tapegrad":
             raise
@@ -659,7 +655,6 @@ def run_workload(L, wl, args, rounds, target, log):
         impls.pop(lib, None)
 
     # 2. fresh state, warm-up and calibration
-    impls, number = {}, {}
     for lib in list(present):
         try:
             impls[lib] = wl.make(lib)
@@ -692,7 +687,7 @@ def run_workload(L, wl, args, rounds, target, log):
     finally:
         if gcold:
             gc.enable()
-    del impls
+    impls.clear()
     live1 = settled_live(L.tg, E)
     if live1 - live0 > 256:
         notes.append(f"tapegrad live tensors grew from {live0} to {live1} over this row "
