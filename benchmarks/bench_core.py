@@ -227,3 +227,41 @@ class WarmStart:
 
     def track_warm_start_seconds(self):
         return sorted(self._run() for _ in range(3))[1]
+
+
+class ColdStart:
+    """Seconds for a fresh interpreter with an EMPTY kernel cache: compile time, which a
+    first-time user pays once (the cache directory is a fresh temporary one each run)."""
+    timeout = TIMEOUT
+    unit = "seconds"
+    number = 1
+    repeat = 1
+    FIRST_BACKWARD = WarmStart.CODE
+    DEMO_KERNELS = ("import tapegrad as tg; from tapegrad.__main__ import train, two_moons; "
+                    "train(tg, *two_moons(64), steps=2, lr=0.5)")
+
+    def setup(self):
+        _need("ones", "Tensor.backward")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(tg.__file__)))
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = root + (os.pathsep + self.env["PYTHONPATH"]
+                                         if self.env.get("PYTHONPATH") else "")
+
+    def _cold(self, code):
+        import shutil
+        import tempfile
+        cache = tempfile.mkdtemp(prefix="tapegrad-cold-")
+        try:
+            env = dict(self.env, TAPEGRAD_CACHE_DIR=cache)
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                           stdout=subprocess.DEVNULL, timeout=TIMEOUT)
+            return time.perf_counter() - t0
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+    def track_cold_start_first_backward_seconds(self):
+        return self._cold(self.FIRST_BACKWARD)
+
+    def track_cold_start_demo_kernels_seconds(self):
+        return self._cold(self.DEMO_KERNELS)
