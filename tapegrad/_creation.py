@@ -47,8 +47,9 @@ def _dtype_arg(dtype, default=D.float32):
 def empty(*size, dtype=None, requires_grad=False, _zero=False, _fn="empty"):
     shape = _size(size, _fn)
     dt = _dtype_arg(dtype)
-    E.iargs[:len(shape)] = shape
-    t = _wrap(E.call(core.new_tensor, dt.code, len(shape), _zero))
+    with E.lock:
+        E.iargs[:len(shape)] = shape
+        t = _wrap(E.call(core.new_tensor, dt.code, len(shape), _zero))
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -61,8 +62,9 @@ def _from_array(arr, dt, requires_grad):
     arr = np.asarray(arr, dtype=dt.np)
     if arr.ndim > L.MAXD:
         raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {arr.ndim}")
-    E.iargs[:arr.ndim] = arr.shape
-    t = _wrap(E.call(core.new_tensor, dt.code, arr.ndim, False))
+    with E.lock:
+        E.iargs[:arr.ndim] = arr.shape
+        t = _wrap(E.call(core.new_tensor, dt.code, arr.ndim, False))
     _numpy_view(t)[...] = arr
     if requires_grad:
         t.requires_grad_(True)
@@ -97,12 +99,13 @@ def from_numpy(arr):
     if any(s < 0 or s % dt.itemsize for s in st):
         raise ValueError("from_numpy: arrays with negative or unaligned strides are not "
                          "supported; pass np.ascontiguousarray(arr)")
-    E.iargs[:arr.ndim] = arr.shape
-    E.iargs[arr.ndim:2 * arr.ndim] = [s // dt.itemsize for s in st]
     nbytes = max(arr.nbytes, 1)
-    i = E.call(core.adopt, arr.ctypes.data, nbytes, dt.code, arr.ndim, 0)
-    E.flush()                       # forget arrays whose tensors are gone
-    E.ext[int(E.meta[i, L.M_SID])] = arr
+    with E.lock:
+        E.iargs[:arr.ndim] = arr.shape
+        E.iargs[arr.ndim:2 * arr.ndim] = [s // dt.itemsize for s in st]
+        i = E.call(core.adopt, arr.ctypes.data, nbytes, dt.code, arr.ndim, 0)
+        E.flush()                       # forget arrays whose tensors are gone
+        E.ext[int(E.meta[i, L.M_SID])] = arr
     return _wrap(i)
 
 

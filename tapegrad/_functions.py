@@ -6,7 +6,7 @@ import numbers
 
 from . import _dtype as D
 from ._engine import layout as L
-from .tensor import Tensor, E, run, outputs, _wrap, _dim
+from .tensor import Tensor, E, run, _wrap, _dim
 from .ops.registry import BY_NAME, OPS
 
 __all__ = [  # noqa: F822  (the op spellings are installed from the op table at import)
@@ -70,9 +70,9 @@ def _extreme(name, ret, flag):
         if input.ndim and input.shape[d] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
         mask = 1 << d if input.ndim else 0      # 0-d: the element itself, index 0
-        first = run(BY_NAME[name + "_dim"], input._i, iargs=(mask, int(bool(keepdim)), flag))
-        ids = outputs()
-        return ret(_wrap(first), _wrap(ids[1]))
+        ids = run(BY_NAME[name + "_dim"], input._i, iargs=(mask, int(bool(keepdim)), flag),
+                  all_outputs=True)
+        return ret(_wrap(ids[0]), _wrap(ids[1]))
     fn.__name__ = name
     return fn
 
@@ -298,8 +298,8 @@ def unbind(input, dim=0):
     E.reserve_args(count)
     if count == 0:
         return ()
-    run(BY_NAME["unbind"], input._i, iargs=(d,))
-    return tuple(_wrap(i) for i in outputs())
+    ids = run(BY_NAME["unbind"], input._i, iargs=(d,), all_outputs=True)
+    return tuple(_wrap(i) for i in ids)
 
 
 def _generated(name):

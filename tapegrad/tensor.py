@@ -23,7 +23,8 @@ E = engine()
 _CADDR = E.caddr
 _OP = E.op
 _SWEEP = E.sweep
-_CTX_MV, _RELQ_MV, _RELN, _RELQ_CAP = E.ctx_mv, E.relq_mv, L.C_RELN, len(E.relq)
+_RELQ_MV, _RELQ_SLOT = E.relq_mv, E.relq_slot
+assert len(E.relq) == 4096          # the ring index mask in __del__
 _new = object.__new__
 _SCALARS = (float, int, bool)
 
@@ -54,11 +55,10 @@ class Tensor:
     # ------------------------------------------------------------ lifetime
     def __del__(self):
         try:            # E.release(self._i), inlined: this runs once per dead tensor
-            n = _CTX_MV[_RELN]
-            _RELQ_MV[n] = self._i
-            _CTX_MV[_RELN] = n + 1
-            if n + 1 == _RELQ_CAP:
+            k = _RELQ_SLOT() & 4095
+            if _RELQ_MV[k]:
                 E.flush()
+            _RELQ_MV[k] = self._i + 1
         except Exception:      # interpreter shutdown: the engine may be gone
             pass
 
@@ -222,11 +222,12 @@ class Tensor:
             i = self._i
             m = E.meta
             if m[i, L.M_NUMEL] == 1 and m[i, L.M_FLAGS] & L.FL_REQ:
-                ia = E.iargs
-                ia[0] = i
-                ia[1] = -1
-                if _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph)) >= 0:
-                    return
+                with E.lock:
+                    ia = E.iargs
+                    ia[0] = i
+                    ia[1] = -1
+                    if _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph)) >= 0:
+                        return
         _backward([self], None if gradient is None else [gradient], retain_graph,
                   create_graph, inputs)
 
@@ -424,23 +425,23 @@ def _broadcast_list(sa, sb):
         return sb
 
 
-def run(op, a, b=-1, s=0.0, flags=None, iargs=None):
-    """Run op through the engine (the general path, with int arguments)."""
+def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False):
+    """Run op through the engine (the general path, with int arguments); returns the
+    output id, or with all_outputs the list of output ids."""
     if flags is None:
         flags = GRAD_MODE[0]
-    if iargs is not None:
-        E.iargs[:len(iargs)] = iargs
-    r = _OP(_CADDR, op.opcode, a, b, s, flags)
-    if r < 0:
-        try:
-            r = E.run_op(op.opcode, a, b, s, flags)
-        except EngineError as exc:
-            raise op_error(exc, op, a, b) from None
+    with E.lock:
+        if iargs is not None:
+            E.iargs[:len(iargs)] = iargs
+        r = _OP(_CADDR, op.opcode, a, b, s, flags)
+        if r < 0:
+            try:
+                r = E.run_op(op.opcode, a, b, s, flags)
+            except EngineError as exc:
+                raise op_error(exc, op, a, b) from None
+        if all_outputs:
+            return E.outs[:int(E.ctx[L.C_NOUTS])].tolist()
     return r
-
-
-def outputs():
-    return E.outs[:int(E.ctx[L.C_NOUTS])].tolist()
 
 
 # ---------------------------------------------------------------- op methods

@@ -279,13 +279,18 @@ def decref(C, kind, i):
 @jit
 def drain(C):
     """Release the ids whose Python wrappers died since the last compiled call
-    (Tensor.__del__ queues them): their memory is reused by the very next op."""
-    n = C[C_RELN]
-    if n > 0:
-        q = i64_at(C[C_RELQ], n)
-        C[C_RELN] = 0
-        for j in range(n):
-            decref(C, KIND_META, q[j])
+    (Tensor.__del__ queues them): their memory is reused by the very next op. The queue is
+    a ring of id + 1; a slot still 0 has been claimed but not yet written, so the drain
+    stops there and takes it next time."""
+    cap = C[C_RELQ_CAP]
+    q = i64_at(C[C_RELQ], cap)
+    t = C[C_RELTAIL]
+    while q[t] != 0:
+        i = q[t] - 1
+        q[t] = 0
+        t = t + 1 if t + 1 < cap else 0
+        decref(C, KIND_META, i)
+    C[C_RELTAIL] = t
 
 
 @jit

@@ -109,9 +109,9 @@ C_WORK = 29                   # address of a scratch int64 array (work lists of 
 C_WORK_CAP = 30
 C_IARGS_CAP = 31
 C_DESC = 32                   # address of desc[]: the operand layout handed to elementwise loops
-C_RELQ = 33                   # address of relq[]: ids whose Python wrapper died (Tensor.__del__
-C_RELN = 34                   #   writes them; the next compiled call releases them)
-C_RELQ_CAP = 35
+C_RELQ = 33                   # address of relq[]: a ring of (id + 1) whose Python wrapper died;
+C_RELTAIL = 34                #   Tensor.__del__ fills slots, the next compiled call releases them
+C_RELQ_CAP = 35               #   in order from the tail and zeroes them (0 = empty slot)
 NCTX = 40
 
 # ---- opinfo[op, :] --------------------------------------------------------------

@@ -4,6 +4,9 @@ and turns kernel status codes into retries or exceptions.
 Kernels see the tables only through the addresses in ``ctx``; growing a table is a
 Python reallocation plus an address update, with no recompilation.
 """
+import itertools
+import threading
+
 import numpy as np
 
 from . import layout as L
@@ -64,14 +67,19 @@ class Engine:
         self._grow("stor", stor_cap)
         self._grow("tape", tape_cap)
         self.ext = {}            # storage id -> the NumPy array whose memory it adopted
-        # ids whose Python wrapper died: Tensor.__del__ appends through memoryviews (the
-        # cheapest write Python has), the next compiled call releases them
+        # ids whose Python wrapper died (a ring of id + 1, see layout.C_RELQ): a writer
+        # claims a slot with next() on a counter (atomic in CPython, so threads never share
+        # a slot) and writes through a memoryview, the cheapest write Python has
         self.relq = np.zeros(4096, np.int64)
         c[L.C_RELQ] = self.relq.ctypes.data
         c[L.C_RELQ_CAP] = len(self.relq)
         self.relq_mv = memoryview(self.relq)
-        self.ctx_mv = memoryview(self.ctx)
+        self.relq_slot = itertools.count().__next__
         self.kernel_loader = None    # set by the front: (opcode, slot) -> (fwd, bwd) cfuncs
+        # One engine per process. A compiled call holds the GIL, so kernels never race;
+        # this lock makes the multi-step paths (write int arguments, then call; grow a
+        # table and retry) atomic across threads. The one-call fast paths need no lock.
+        self.lock = threading.RLock()
         self._kernels = {}
         with kernel_cache():
             self.op = _entry(core.op_entry, _OP_SIG)
@@ -150,7 +158,8 @@ class Engine:
         return True
 
     def run_op(self, opcode, a, b, s, flags):
-        """The slow path of an op: retry through growth and kernel loading."""
+        """The slow path of an op: retry through growth and kernel loading (the caller
+        holds the lock)."""
         while True:
             r = self.op(self.caddr, opcode, a, b, s, flags)
             if r >= 0:
@@ -160,20 +169,20 @@ class Engine:
 
     def call(self, fn, *args):
         """Call an engine kernel that may need room, retrying after growth."""
-        while True:
-            self.reserve_args(0)
-            r = fn(self.caddr, *args)
-            if r >= 0 or not self.handle(r):
-                return r
+        with self.lock:
+            while True:
+                self.reserve_args(0)
+                r = fn(self.caddr, *args)
+                if r >= 0 or not self.handle(r):
+                    return r
 
     # ------------------------------------------------------------ memory
     def release(self, i):
         """Drop a reference Python holds on id i (the work of Tensor.__del__)."""
-        n = self.ctx_mv[L.C_RELN]
-        self.relq_mv[n] = i
-        self.ctx_mv[L.C_RELN] = n + 1
-        if n + 1 == len(self.relq):
+        k = self.relq_slot() & 4095
+        if self.relq_mv[k]:             # a full lap without a compiled call in between
             self.flush()
+        self.relq_mv[k] = i + 1
 
     def flush(self):
         """Release queued ids now, and let go of adopted NumPy arrays no tensor uses."""

@@ -48,18 +48,19 @@ def _sweep_error(code, err):
 def _run_sweep(roots, seeds, captures, mode, retain):
     E = engine()
     n, m = len(roots), len(captures)
-    E.reserve_args(2 * n + m)
-    while True:
-        E.iargs[:n] = roots
-        E.iargs[n:2 * n] = seeds
-        E.iargs[2 * n:2 * n + m] = captures
-        r = E.sweep(E.caddr, n, m, mode, retain)
-        if r >= 0:
-            return E.outs[:m].tolist()
-        if r in (L.E_NEED_KERNEL, L.E_GROW_STOR, L.E_GROW_META):
-            E.handle(r)
-            continue
-        raise _sweep_error(r, E.err.copy())
+    with E.lock:
+        E.reserve_args(2 * n + m)
+        while True:
+            E.iargs[:n] = roots
+            E.iargs[n:2 * n] = seeds
+            E.iargs[2 * n:2 * n + m] = captures
+            r = E.sweep(E.caddr, n, m, mode, retain)
+            if r >= 0:
+                return E.outs[:m].tolist()
+            if r in (L.E_NEED_KERNEL, L.E_GROW_STOR, L.E_GROW_META):
+                E.handle(r)
+                continue
+            raise _sweep_error(r, E.err.copy())
 
 
 def _roots_and_seeds(tensors, grad_tensors, what):
