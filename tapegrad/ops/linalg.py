@@ -14,6 +14,7 @@ from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
                             edge_grad_addr, input_shape, contiguous_strides)
+from .reduce import numel, _advance_skipping
 from .registry import OpDef, register
 
 _M = __name__
@@ -135,24 +136,10 @@ def _batch_offsets(idx, bshape, s0, s1, s2):
 
 
 @jit
-def _next(idx, bshape):
-    d = bshape.shape[0] - 1
-    while d >= 0:
-        idx[d] += 1
-        if idx[d] < bshape[d]:
-            return
-        idx[d] = 0
-        d -= 1
-
-
-@jit
 def _matmul_batches(PA, PB, PO, bshape, sa, sb, so, n, k, m, ars, acs, brs, bcs):
-    nb = 1
-    for d in range(bshape.shape[0]):
-        nb *= bshape[d]
     idx = np.zeros(bshape.shape[0], np.int64)
     b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
-    for bi in range(nb):
+    for bi in range(numel(bshape)):
         oa, ob, oo = _batch_offsets(idx, bshape, sa, sb, so)
         A = _as_c(PA, oa, n, k, ars, acs)
         O = _c_view(PO, oo, n, m)
@@ -160,7 +147,7 @@ def _matmul_batches(PA, PB, PO, bshape, sa, sb, so, n, k, m, ars, acs, brs, bcs)
             np.dot(A, _c_view(PB, ob, m, k).T, O)
         else:
             np.dot(A, _as_c(PB, ob, k, m, brs, bcs), O)
-        _next(idx, bshape)
+        _advance_skipping(idx, bshape, -1)
 
 
 @jit
@@ -228,16 +215,11 @@ def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
                   ars, acs, brs, bcs, want_a, want_b):
     """GA += G @ B^T and GB += A^T @ G, batch by batch (a broadcast batch dim has stride 0
     in the gradient buffer, so its contributions add up)."""
-    nb = 1
-    for d in range(bshape.shape[0]):
-        nb *= bshape[d]
     idx = np.zeros(bshape.shape[0], np.int64)
     b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
-    for bi in range(nb):
+    for bi in range(numel(bshape)):
         oa, ob, oga = _batch_offsets(idx, bshape, sa, sb, sga)
-        ogb = 0
-        for d in range(bshape.shape[0]):
-            ogb += idx[d] * sgb[d]
+        ogb = _batch_offsets(idx, bshape, sgb, sgb, sgb)[0]
         G = _c_view(PG, bi * n * m, n, m)
         if want_a:
             GA = _c_view(PGA, oga, n, k)
@@ -248,7 +230,7 @@ def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
         if want_b:
             GB = _c_view(PGB, ogb, k, m)
             GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
-        _next(idx, bshape)
+        _advance_skipping(idx, bshape, -1)
 
 
 def matmul_bwd(caddr, row):

@@ -45,6 +45,21 @@ def _reduced_layout(M, a, mask, keep):
 
 
 @jit
+def _reduction_input(C, row):
+    """Input, dtype, reduced-dim mask and layouts of a reduction row (see _reduced_layout);
+    the dtype is -1 when the input is not a float tensor."""
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    dt = M[a, M_DTYPE]
+    if dt != F32 and dt != F64:
+        dt = -1
+    mask = T[row, R_IATTR]
+    shape, ast, oshape, ost = _reduced_layout(M, a, mask, T[row, R_IATTR + 1])
+    return a, dt, mask, shape, ast, oshape, ost
+
+
+@jit
 def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
     gradient back, X[px] += Y[py] * scale."""
@@ -153,12 +168,9 @@ def sum_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
     T = tape_of(C)
-    a = input_id(C, row, 0)
-    dt = M[a, M_DTYPE]
-    if dt != F32 and dt != F64:
+    a, dt, mask, shape, ast, oshape, ost = _reduction_input(C, row)
+    if dt < 0:
         return E_DTYPE
-    mask = T[row, R_IATTR]
-    shape, ast, oshape, ost = _reduced_layout(M, a, mask, T[row, R_IATTR + 1])
     out = make_output(C, dt, oshape.shape[0], oshape)
     if out < 0:
         return out
@@ -370,12 +382,9 @@ def extreme_dim_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
     T = tape_of(C)
-    a = input_id(C, row, 0)
-    dt = M[a, M_DTYPE]
-    if dt != F32 and dt != F64:
+    a, dt, mask, shape, ast, oshape, ost = _reduction_input(C, row)
+    if dt < 0:
         return E_DTYPE
-    mask = T[row, R_IATTR]
-    shape, ast, oshape, ost = _reduced_layout(M, a, mask, T[row, R_IATTR + 1])
     dim = _reduced_dim(mask, shape.shape[0])
     ond = oshape.shape[0]
     vals = make_output(C, dt, ond, oshape)
