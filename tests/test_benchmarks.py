@@ -1,0 +1,41 @@
+"""benchmarks/compare.py runs with and without PyTorch installed (absent peers are skipped)
+and checks every peer's values before timing."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _compare(tmp_path, hide_torch):
+    env = dict(os.environ)
+    if hide_torch:
+        stub = tmp_path / "stub"
+        stub.mkdir()
+        (stub / "torch.py").write_text("raise ImportError('torch hidden by the test')\n")
+        env["PYTHONPATH"] = str(stub) + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.compare", "--quick", "--rounds", "3",
+                          "--only", "tiny op"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def _table_header(text):
+    return next(line for line in text.splitlines() if line.startswith("| workload"))
+
+
+def test_compare_without_torch_skips_it(tmp_path):
+    text = _compare(tmp_path, hide_torch=True)
+    header = _table_header(text)
+    assert "tapegrad median" in header and "numpy" in header and "torch" not in header
+    row = next(line for line in text.splitlines() if line.startswith("| tiny op"))
+    assert "ABORTED" not in row
+
+
+def test_compare_with_torch_compares_against_it(tmp_path):
+    pytest.importorskip("torch")
+    header = _table_header(_compare(tmp_path, hide_torch=False))
+    assert "tapegrad/torch" in header
