@@ -6,7 +6,8 @@ import numbers
 
 from . import _dtype as D
 from ._engine import layout as L
-from .tensor import Tensor, E, run, _wrap, _dim
+from ._engine.state import GRAD_MODE
+from .tensor import Tensor, E, run, _wrap, _dim, _OP, _CADDR
 from .ops.registry import BY_NAME, OPS
 
 __all__ = [  # noqa: F822  (the op spellings are installed from the op table at import)
@@ -15,6 +16,7 @@ __all__ = [  # noqa: F822  (the op spellings are installed from the op table at 
            "sqrt", "abs", "neg", "add", "sub", "mul", "div", "pow", "true_divide", "clone",
            "reciprocal", "flatten"]
 
+_ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
 
@@ -37,10 +39,25 @@ def _dims_mask(dim, ndim, fn):
 def _reduce(self, name, dim, keepdim, flag):
     if not isinstance(self, Tensor):
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(self).__name__}")
-    nd = self.ndim
-    op = BY_NAME[name if dim is None else name + "_dim"]
+    i = self._i
+    nd = int(E.meta[i, L.M_NDIM])
+    if dim is None:             # x.sum(): the common case, kept lean
+        return _wrap(_run_reduction(_ALL[name], i, (1 << nd) - 1, 0, flag))
     mask = _dims_mask(dim, nd, name)
-    return _wrap(run(op, self._i, iargs=(mask, int(bool(keepdim)), flag)))
+    return _wrap(_run_reduction(BY_NAME[name + "_dim"], i, mask, int(bool(keepdim)), flag))
+
+
+def _run_reduction(op, a, mask, keepdim, flag):
+    """run() for a reduction, without the general path's argument handling."""
+    with E.lock:
+        ia = E.iargs
+        ia[0] = mask
+        ia[1] = keepdim
+        ia[2] = flag
+        r = _OP(_CADDR, op.opcode, a, -1, 0.0, GRAD_MODE[0])
+        if r < 0:
+            return run(op, a, iargs=(mask, keepdim, flag))
+    return r
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
