@@ -10,7 +10,6 @@ NIATTR = 12       # int attributes per row (dims, shapes, flags of the op)
 
 # dtype codes (index into tapegrad.dtype objects)
 F32, F64, I64, BOOL = 0, 1, 2, 3
-ITEMSIZE = (4, 8, 8, 1)
 
 # ---- meta[tensor_id, :] -------------------------------------------------------
 M_SID = 0        # storage id
@@ -75,7 +74,6 @@ RW = 56
 
 RS_RELEASED = 1  # saved tensors freed by a backward without retain_graph
 RS_MARK = 2      # reachable from the current roots
-RS_DONE = 4      # already swept in the current backward
 RS_LIVE = 8
 RS_SCALAR = 16   # its gradient reads the Python scalar operand (PyTorch saves that as a
                  # tensor, so a second backward through the row raises there too)
@@ -94,9 +92,7 @@ C_OUTS = 14                   # address of outs[]: ids of the outputs an op prod
 C_NOUTS = 15
 C_MODE = 16                   # sweep mode: MODE_BACKWARD (accumulate .grad) or MODE_GRAD
 C_OUTS_CAP = 17
-C_GRAD_ENABLED = 18           # unused by kernels; kept for replay guards
 C_ERR = 19                    # address of err[0:8]: details of the last failure
-C_SEQ = 20
 C_INPLACE = 21                # id an op must write into, -1
 C_NRETAIN = 22                # tensors with FL_RETAIN set (the sweep scans only if > 0)
 C_EXTQ = 23                   # address of the queue of released adopted storages
@@ -136,14 +132,12 @@ E_GROW_META = -2
 E_GROW_STOR = -3
 E_GROW_TAPE = -4
 E_NOMEM = -5
-E_SHAPE = -10         # broadcast / shape mismatch: err = (op, shape info)
+E_SHAPE = -10         # broadcast or shape mismatch (Python reads the shapes for the message)
 E_DTYPE = -11
 E_LEAF_INPLACE = -12
 E_VERSION = -13       # err = (row, saved id, version now, version expected, input index)
 E_FREED = -14         # backward through released saved tensors: err = (row,)
 E_INPLACE_SHAPE = -15
-E_ARG = -16
-E_WORK = -17          # scratch list too small: err = (needed,)
 E_VIEW_INPLACE = -18
 E_KERNEL = -19        # a kernel failed without a status (an exception in compiled code)
 E_OVERLAP = -20       # in-place: an operand partially overlaps the written tensor
