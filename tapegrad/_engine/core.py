@@ -712,9 +712,11 @@ def op_entry(caddr, op, a, b, s, flags):
         st = _inplace_check(C, a, b, grad_on, record)
         if st < 0:
             return st
-    vers = np.empty(MAXIN, np.int64)      # as the inputs are now, before any in-place write
-    for k in range(MAXIN):
-        vers[k] = version_of(C, ids[k]) if ids[k] >= 0 else 0
+    vers = np.zeros(MAXIN, np.int64)      # of what will be saved, before any in-place write
+    if need:
+        for k in range(MAXIN):
+            if ids[k] >= 0 and (need >> k) & 1:
+                vers[k] = version_of(C, ids[k])
 
     r = row_new(C)
     T[r, R_OP] = op
