@@ -34,7 +34,8 @@ def tensor_repr(t, values):
         if dt.is_floating_point:
             fmt = {"float_kind": _float_formatter(values.astype(np.float64))}
         elif dt.name == "bool":
-            fmt = {"bool": lambda x: " True" if x else "False"}
+            pad = " " if not values.all() else ""   # PyTorch pads to the widest element
+            fmt = {"bool": lambda x: pad + "True" if x else "False"}
         else:
             fmt = None
         body = np.array2string(values, separator=", ", formatter=fmt, prefix="tensor(",

@@ -4,6 +4,8 @@ methods and as module-level functions (tapegrad.sum(x), x.sum(), ...)."""
 import collections
 import numbers
 
+import numpy as np
+
 from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE
@@ -41,10 +43,47 @@ def _reduce(self, name, dim, keepdim, flag):
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(self).__name__}")
     i = self._i
     nd = int(E.meta[i, L.M_NDIM])
+    if E.meta[i, L.M_DTYPE] > L.F64:
+        return _int_reduce(self, name, dim, keepdim)
     if dim is None:             # x.sum(): the common case, kept lean
         return _wrap(_run_reduction(_ALL[name], i, (1 << nd) - 1, 0, flag))
     mask = _dims_mask(dim, nd, name)
     return _wrap(_run_reduction(BY_NAME[name + "_dim"], i, mask, int(bool(keepdim)), flag))
+
+
+def _int_reduce(self, name, dim, keepdim):
+    """sum of an int or bool tensor: int64, by NumPy (no gradient to carry)."""
+    from ._promotion import from_array
+    from .tensor import _numpy_view
+    if name != "sum":
+        raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
+                           f"a floating point or complex dtype. Got: "
+                           f"{self.dtype.name.capitalize()}")
+    a = _numpy_view(self)
+    axis = None if dim is None else tuple(_dim(d, self.ndim, name) for d in
+                                          (dim if isinstance(dim, (tuple, list)) else (dim,)))
+    return from_array(np.asarray(a.sum(axis=axis, keepdims=bool(keepdim), dtype=np.int64)))
+
+
+def _int_extreme(input, name, ret, dim, keepdim):
+    from ._promotion import from_array
+    from .tensor import _numpy_view
+    a = _numpy_view(input)
+    if a.size == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                           "input.numel() == 0.")
+    if dim is None:
+        return from_array(np.asarray(a.max() if name == "max" else a.min()))
+    d = _dim(dim, input.ndim, name)
+    if a.ndim == 0:
+        return ret(from_array(a.copy()), from_array(np.zeros((), np.int64)))
+    idx = (np.argmax if name == "max" else np.argmin)(a, axis=d)
+    vals = np.take_along_axis(a, np.expand_dims(idx, d), d)
+    if not keepdim:
+        vals = vals.squeeze(d)
+    else:
+        idx = np.expand_dims(idx, d)
+    return ret(from_array(vals), from_array(idx.astype(np.int64)))
 
 
 def _run_reduction(op, a, mask, keepdim, flag):
@@ -75,8 +114,11 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 def _extreme(name, ret, flag):
     def fn(input, dim=None, keepdim=False):
-        if isinstance(dim, Tensor):
-            raise NotImplementedError(f"{name}(a, b) elementwise is not supported yet")
+        if isinstance(dim, Tensor):             # max(a, b): elementwise
+            from . import _math
+            return (_math.maximum if name == "max" else _math.minimum)(input, dim)
+        if not input.dtype.is_floating_point:
+            return _int_extreme(input, name, ret, dim, keepdim)
         if dim is None:
             if input.numel() == 0:
                 raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
@@ -335,7 +377,7 @@ def install():
     T.mT = property(_mT)
     T.swapaxes = T.transpose
     for op in OPS:
-        if op.kind == "unary" and not op.name.endswith("_"):
+        if op.kind == "unary" and op.method and not op.name.endswith("_"):
             g[op.name] = getattr(T, op.name)
     for name in ("add", "sub", "mul", "div", "pow", "true_divide"):
         g[name] = getattr(T, name)

@@ -402,6 +402,10 @@ def op_error(exc, op, a, b):
         return RuntimeError("unsupported operation: more than one element of the written-to "
                             "tensor refers to a single memory location. Please clone() the "
                             "tensor before performing the operation.")
+    if code == L.E_VALUE:
+        if name == "binary_cross_entropy":
+            return RuntimeError("all elements of input should be between 0 and 1")
+        return RuntimeError(f"{name}: an input value is outside the op's domain")
     if code == L.E_KERNEL:
         return RuntimeError(f"{name}: internal error in a compiled kernel (please report it "
                             f"with the shapes {sa} and {sb})")
@@ -425,14 +429,23 @@ def _broadcast_list(sa, sb):
         return sb
 
 
-def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False):
+def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False, c=-1, s2=None,
+        fargs=None):
     """Run op through the engine (the general path, with int arguments); returns the
-    output id, or with all_outputs the list of output ids."""
+    output id, or with all_outputs the list of output ids. c: a third input; s2: a second
+    scalar; fargs: forward-only int arguments (iargs[FV:])."""
     if flags is None:
         flags = GRAD_MODE[0]
     with E.lock:
         if iargs is not None:
             E.iargs[:len(iargs)] = iargs
+        if s2 is not None:
+            E.iargs[_S2] = _f64_bits(s2)
+        if c >= 0:
+            E.iargs[L.IA_IN2] = c
+            flags |= L.OPF_IN2
+        if fargs is not None:
+            E.iargs[_FV:_FV + len(fargs)] = fargs
         r = _OP(_CADDR, op.opcode, a, b, s, flags)
         if r < 0:
             try:
@@ -442,6 +455,14 @@ def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False):
         if all_outputs:
             return E.outs[:int(E.ctx[L.C_NOUTS])].tolist()
     return r
+
+
+_S2 = L.R_S2 - L.R_IATTR
+_FV = 16        # forward-only int arguments start here (after the third input's slot)
+
+
+def _f64_bits(x):
+    return int(np.float64(x).view(np.int64))
 
 
 # ---------------------------------------------------------------- op methods
@@ -459,12 +480,23 @@ def _binary_method(op, reflected=None):
         else:
             return NotImplemented
         if r < 0:
+            if _mixed(self._i, b):
+                from . import _promotion
+                return _promotion.binary(method, op.name, self, other)
             r = run(op, self._i, b, 0.0 if b >= 0 else float(other))
         t = _new(Tensor)
         t._i = r
         return t
     method.__name__ = op.name
     return method
+
+
+def _mixed(a, b):
+    """Whether an op on ids a and b (b < 0: a scalar) needs PyTorch's type promotion:
+    kernels take one float dtype."""
+    m = E.meta
+    dt = m[a, L.M_DTYPE]
+    return (dt != L.F32 and dt != L.F64) or (b >= 0 and m[b, L.M_DTYPE] != dt)
 
 
 def _inplace_method(op, name):
@@ -481,6 +513,9 @@ def _inplace_method(op, name):
             return NotImplemented
         r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | 2)
         if r < 0:
+            if other is not None and _mixed(self._i, b):
+                from . import _promotion
+                return _promotion.inplace(method, op.name, self, other)
             run(op, self._i, b, s, GRAD_MODE[0] | 2)
         return self
     method.__name__ = name
@@ -493,6 +528,9 @@ def _unary_method(op):
     def method(self):
         r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0])
         if r < 0:
+            if _mixed(self._i, -1):
+                from . import _promotion
+                return _promotion.unary(method, op.name, self)
             r = run(op, self._i)
         t = _new(Tensor)
         t._i = r
@@ -510,6 +548,8 @@ def _pow(self, exponent):
 def _rtruediv(self, other):
     if not _is_scalar(other):
         return NotImplemented
+    if not self.dtype.is_floating_point:
+        self = self.to(D.float32)
     return self.reciprocal() * other         # PyTorch's own decomposition
 
 
@@ -543,7 +583,7 @@ def _install():
     T.fill_ = _fill_
     T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_")
     for op in OPS:
-        if op.kind == "unary" and not op.name.endswith("_"):
+        if op.kind == "unary" and op.method and not op.name.endswith("_"):
             setattr(T, op.name, _unary_method(op))
     T.__neg__ = T.neg
     T.__abs__ = T.abs

@@ -18,11 +18,11 @@ _KERNEL_DIRS = ("_engine", "ops")
 _NOT_KERNELS = {"state.py", "cache.py", "__init__.py"}   # pure Python: no compiled code
 
 
-def _source_hash():
+def _source_hash(dirs=_KERNEL_DIRS):
     h = hashlib.sha256()
     h.update(numba.__version__.encode())
     h.update(sys.version.encode())
-    for sub in _KERNEL_DIRS:
+    for sub in dirs:
         folder = os.path.join(_PKG, sub)
         for name in sorted(os.listdir(folder)):
             if name.endswith(".py") and name not in _NOT_KERNELS:
@@ -40,9 +40,9 @@ def _root():
     return os.path.join(base, "tapegrad")
 
 
-def _writable_dir():
+def _writable_dir(name):
     for root in (_root(), os.path.join(tempfile.gettempdir(), "tapegrad-cache")):
-        path = os.path.join(root, _source_hash())
+        path = os.path.join(root, name)
         try:
             os.makedirs(path, exist_ok=True)
             probe = os.path.join(path, ".probe")
@@ -55,16 +55,20 @@ def _writable_dir():
                        "set TAPEGRAD_CACHE_DIR")
 
 
-CACHE_DIR = _writable_dir()
+# Two keys: the engine core depends only on _engine/, so editing or adding an op leaves
+# its (largest) compiled part cached; op kernels depend on everything.
+ENGINE_CACHE_DIR = _writable_dir("engine-" + _source_hash(("_engine",)))
+CACHE_DIR = _writable_dir(_source_hash())
 GENERATED_DIR = os.path.join(CACHE_DIR, "generated")
 os.makedirs(GENERATED_DIR, exist_ok=True)
 
 
 @contextlib.contextmanager
-def kernel_cache():
-    """Declare kernels inside this block so their cache lands in CACHE_DIR."""
+def kernel_cache(engine=False):
+    """Declare kernels inside this block so their cache lands in CACHE_DIR (or, for the
+    engine core, ENGINE_CACHE_DIR)."""
     old = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = CACHE_DIR
+    numba.config.CACHE_DIR = ENGINE_CACHE_DIR if engine else CACHE_DIR
     try:
         yield
     finally:

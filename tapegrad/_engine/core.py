@@ -514,8 +514,9 @@ def _desc_is_contiguous(D, k, nd):
 
 
 @jit
-def _desc_scalar(C, D, dt, s):
+def _desc_scalar(C, D, dt, s, row):
     f64_at(C[C_DESC], DW)[D_S] = s
+    D[D_S2] = tape_of(C)[row, R_S2]
     if dt == F32:
         f32_at(C[C_DESC] + D_SCAL * 8, 1)[0] = np.float32(s)
     else:
@@ -557,7 +558,7 @@ def ew_forward_prep(C, row, a, b):
     D[D_BSCAL] = b < 0
     D[D_FLAT] = (_desc_is_contiguous(D, 0, nd) and _desc_is_contiguous(D, 2, nd)
                  and (b < 0 or _desc_is_contiguous(D, 1, nd)))
-    _desc_scalar(C, D, dt, fattr_of(C)[row])
+    _desc_scalar(C, D, dt, fattr_of(C)[row], row)
     return out
 
 
@@ -618,7 +619,7 @@ def ew_backward_prep(C, row):
         if D[D_ADDR + k] != 0 and not (k == 1 and bscal):
             flat = flat and _desc_is_contiguous(D, k, nd)
     D[D_FLAT] = flat
-    _desc_scalar(C, D, dt, fattr_of(C)[row])
+    _desc_scalar(C, D, dt, fattr_of(C)[row], row)
     return 0
 
 
@@ -700,7 +701,7 @@ def op_entry(caddr, op, a, b, s, flags):
     ids = np.empty(MAXIN, np.int64)
     ids[0] = a
     ids[1] = b
-    ids[2] = -1
+    ids[2] = iargs_of(C)[IA_IN2] if flags & OPF_IN2 else -1
     record = False
     need = 0          # what the gradients of the inputs that require grad will read
     if grad_on:

@@ -69,6 +69,8 @@ IW = 6
 R_OSAVED = R_IN + MAXIN * IW     # 35: alias of the saved output, -1
 R_OVER = R_OSAVED + 1            # 36: its version at record time
 R_IATTR = R_OVER + 1             # 37..48
+R_S2 = R_IATTR + NIATTR - 1      # 48: the last int attribute holds a second scalar (float64
+                                 #     bits) for ops with two (clamp, softplus)
 R_NEXT = R_IATTR + NIATTR        # 49: free-list link
 RW = 56
 
@@ -120,6 +122,12 @@ SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW = 0, 1
 NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
 
+# op_entry flags
+OPF_GRAD = 1        # grad mode is on
+OPF_INPLACE = 2     # write into input a
+OPF_IN2 = 4         # a third input: its id is iargs[IA_IN2]
+IA_IN2 = NIATTR     # iargs beyond NIATTR are not copied into the row
+
 MODE_BACKWARD = 0   # leaves accumulate into .grad
 MODE_GRAD = 1       # autograd.grad: only FL_CAPTURE tensors receive (into M_GTMP)
 
@@ -142,6 +150,7 @@ E_VIEW_INPLACE = -18
 E_KERNEL = -19        # a kernel failed without a status (an exception in compiled code)
 E_OVERLAP = -20       # in-place: an operand partially overlaps the written tensor
 E_SELF_OVERLAP = -21  # in-place: the written tensor has elements sharing memory
+E_VALUE = -22         # an input value out of an op's domain: err = (op, the value as float bits)
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------
 D_N = 0          # elements in the index space
@@ -156,4 +165,5 @@ D_SHAPE = 20     # 20..27
 D_ST = 28        # 28..75: strides, 6 rows (A, B, O, G, GA, GB) of MAXD
 D_S = 76         # the scalar attribute as float64 bits
 D_SCAL = 77      # the scalar operand in the operands' dtype (a one-element array)
+D_S2 = 78        # the second scalar attribute (R_S2) as float64 bits
 DW = 80

@@ -12,7 +12,7 @@ import numpy as np
 from . import layout as L
 from .cache import kernel_cache
 
-with kernel_cache():
+with kernel_cache(engine=True):
     from . import core
 
 
@@ -81,7 +81,7 @@ class Engine:
         # table and retry) atomic across threads. The one-call fast paths need no lock.
         self.lock = threading.RLock()
         self._kernels = {}
-        with kernel_cache():
+        with kernel_cache(engine=True):
             self.op = _entry(core.op_entry, _OP_SIG)
             self.sweep = _entry(core.sweep, _SWEEP_SIG)
 

@@ -5,8 +5,11 @@ which in-place changes break its backward, is read off these formulas.
 from .registry import OpDef, register
 
 
-def unary(name, grad_fn, forward, grad):
-    return register(OpDef(name, grad_fn, "unary", forward=forward, grads=(grad,)))
+def unary(name, grad_fn, forward, grad, method=True):
+    """method=False: the op takes arguments (s, s2), so its front lives in tapegrad._math."""
+    op = register(OpDef(name, grad_fn, "unary", forward=forward, grads=(grad,)))
+    op.method = method
+    return op
 
 
 def binary(name, grad_fn, forward, grad_a, grad_b, scalar_slot=False):
@@ -45,3 +48,34 @@ unary("abs", "AbsBackward0", "a if a >= zero else -a", "g * sign(a)")
 unary("clone", "CloneBackward0", "a", "g")
 unary("zero_", "ZeroBackward0", "zero", "zero")
 unary("fill_", "FillBackward2", "s", "zero")
+
+# s and s2 are the lower and upper bound (-inf / inf when absent); NaN stays NaN
+unary("clamp", "ClampBackward1", "a if a != a else min(max(a, s), s2)",
+      "g if (a >= s and a <= s2) else zero", method=False)
+unary("sign", "SignBackward0", "sign(a)", "zero")
+unary("floor", "FloorBackward0", "floor(a)", "zero")
+unary("ceil", "CeilBackward0", "ceil(a)", "zero")
+unary("round", "RoundBackward0", "rint(a)", "zero")         # half to even, as PyTorch
+unary("erf", "ErfBackward0", "erf(a)", "g * 1.1283791670955126 * exp(-(a * a))")
+unary("leaky_relu", "LeakyReluBackward0", "a if a > zero else a * s",
+      "g if a > zero else g * s", method=False)
+unary("gelu", "GeluBackward0", "half * a * (one + erf(a * 0.7071067811865476))",
+      "g * (half * (one + erf(a * 0.7071067811865476))"
+      " + a * 0.3989422804014327 * exp(-half * a * a))", method=False)
+unary("gelu_tanh", "GeluBackward0",
+      "half * a * (one + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))",
+      "g * (half * (one + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))"
+      " + half * a * (one - tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)) ** 2)"
+      " * 0.7978845608028654 * (one + 0.134145 * a * a))", method=False)
+# s = beta, s2 = threshold
+unary("softplus", "SoftplusBackward0", "a if a * s > s2 else log1p(exp(a * s)) / s",
+      "g if a * s > s2 else g / (one + exp(-(a * s)))", method=False)
+binary("maximum", "MaximumBackward0", "a if (a != a or a > b) else b",
+       "g if a > b else (g * half if a == b else zero)",
+       "g if b > a else (g * half if a == b else zero)")
+binary("minimum", "MinimumBackward0", "a if (a != a or a < b) else b",
+       "g if a < b else (g * half if a == b else zero)",
+       "g if b < a else (g * half if a == b else zero)")
+# b is the mask as 0/1 in the operands' dtype, s the fill value
+binary("masked_fill", "MaskedFillBackward0", "s if b != zero else a",
+       "zero if b != zero else g", None)

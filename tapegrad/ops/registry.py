@@ -18,12 +18,13 @@ from .._engine.lowlevel import KERNEL_SIG
 
 OPS = []          # index = opcode
 BY_NAME = {}
+_SHARED = {}      # (module, fwd, bwd) -> compiled pair: entries that differ only in name
 
 
 class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
-                 "scalar_slot")
+                 "scalar_slot", "method")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
                  saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None):
@@ -41,6 +42,7 @@ class OpDef:
         self.bwd_fn = bwd_fn
         self._kernels = None
         self.scalar_slot = False
+        self.method = True          # a plain Tensor method x.name() (no arguments)
         self.saved_out = saved_out
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
@@ -73,12 +75,18 @@ class OpDef:
                 ty = ("f32", "f64")[slot]
                 fwd_py, bwd_py = getattr(mod, "fwd_" + ty), getattr(mod, "bwd_" + ty)
             else:
+                shared = _SHARED.get((self.module, self.fwd_fn, self.bwd_fn))
+                if shared is not None:      # another entry with the same kernels
+                    self._kernels[key] = shared
+                    return shared
                 mod = importlib.import_module(self.module)
                 fwd_py, bwd_py = getattr(mod, self.fwd_fn), getattr(mod, self.bwd_fn)
             with kernel_cache():
                 opts = dict(cache=True, error_model="numpy")
                 self._kernels[key] = (cfunc(KERNEL_SIG, **opts)(fwd_py),
                                       cfunc(KERNEL_SIG, **opts)(bwd_py))
+            if self.kind == "custom":
+                _SHARED[(self.module, self.fwd_fn, self.bwd_fn)] = self._kernels[key]
         return self._kernels[key]
 
 

@@ -6,14 +6,15 @@ attributes carry the target shape ([0] ndim, [1:] sizes), the permutation, or th
 """
 import numpy as np
 
-from .._engine.layout import (K_OK, MAXD, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
+from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
                               M_ROW, M_OFF, M_SID, FL_REQ, FL_VIEW, FL_VIEWLEAF, R_IATTR,
-                              R_ONDIM, R_OSHAPE, C_NOUTS)
-from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of
+                              R_ONDIM, R_OSHAPE, R_ODTYPE, R_NIN, C_NOUTS)
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, f32_at, f64_at
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1)
-from .._engine.core import contiguous_strides
-from .reduce import input_grad, scatter_grad, numel
+from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
+                            input_shape, _gather)
+from .reduce import input_grad, scatter_grad, numel, _odometer
 from .registry import OpDef, register
 
 _M = __name__
@@ -204,9 +205,183 @@ def unbind_bwd(caddr, row):
     return K_OK
 
 
-def _shape_op(name, grad_fn, fwd, bwd):
-    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=1,
-                          diff=(0,)))
+# ---------------------------------------------------------------- strided views
+# select, slice, narrow, squeeze, unsqueeze, split, x[...]: Python computes the view's
+# layout (forward-only iargs FV: offset, ndim, shape, strides) and where its elements sit
+# in the base's contiguous gradient (row attrs: [0] offset, [1:] strides), so one kernel
+# pair serves every view that only picks elements.
+FV = 16
+
+
+def strided_view_fwd(caddr, row):
+    C = ctx_of(caddr)
+    ia = iargs_of(C)
+    a = input_id(C, row, 0)
+    nd = ia[FV + 1]
+    v = _view_of(C, a, nd, ia[FV + 2:FV + 2 + nd].copy(),
+                 ia[FV + 2 + MAXD:FV + 2 + MAXD + nd].copy(), ia[FV])
+    return set_outputs1(C, v)
+
+
+def strided_view_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, ishape = input_grad(C, row)
+    if ga == 0:
+        return K_OK
+    nd = T[row, R_ONDIM]
+    oshape = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
+    goff = T[row, R_IATTR]
+    gst = T[row, R_IATTR + 1:R_IATTR + 1 + nd].copy()
+    isz = 4 if T[row, R_ODTYPE] == F32 else 8
+    scatter_grad(C, row, ga + goff * isz, numel(ishape) - goff, oshape, gst,
+                 contiguous_strides(nd, oshape), 1.0)
+    return K_OK
+
+
+# ---------------------------------------------------------------- cat / stack
+# attrs: [0] dim of the output, [1] 1 for stack (inputs lack that dim); forward-only
+# iargs FV: output ndim and shape. More than MAXIN inputs are joined as a tree by Python.
+@jit
+def _part_layout(shape_k, nk, strides_k, dim, stack):
+    """Input k's shape and strides in the output's dims (stack inserts a size-1 dim)."""
+    nd = nk + 1 if stack else nk
+    sh = np.empty(nd, np.int64)
+    st = np.zeros(nd, np.int64)
+    j = 0
+    for d in range(nd):
+        if stack and d == dim:
+            sh[d] = 1
+        else:
+            sh[d] = shape_k[j]
+            st[d] = strides_k[j]
+            j += 1
+    return sh, st
+
+
+def cat_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ia = iargs_of(C)
+    dim = T[row, R_IATTR]
+    stack = T[row, R_IATTR + 1] != 0
+    nd = ia[FV]
+    oshape = ia[FV + 1:FV + 1 + nd].copy()
+    a0 = input_id(C, row, 0)
+    dt = M[a0, M_DTYPE]
+    out = meta_contiguous(C, dt, nd, oshape, True)
+    if out < 0:
+        return out
+    ost = contiguous_strides(nd, oshape)
+    n = M[out, M_NUMEL]
+    off = 0
+    for k in range(T[row, R_NIN]):
+        t = input_id(C, row, k)
+        nk = M[t, M_NDIM]
+        sh, st = _part_layout(M[t, M_SHAPE:M_SHAPE + nk], nk, M[t, M_STRIDE:M_STRIDE + nk],
+                              dim, stack)
+        start = off * ost[dim]
+        if dt == F32:
+            _odometer(sh, st, ost, f32_at(data_addr(C, t), span(M, t)),
+                      f32_at(data_addr(C, out) + 4 * start, n - start), True, np.float32(1))
+        else:
+            _odometer(sh, st, ost, f64_at(data_addr(C, t), span(M, t)),
+                      f64_at(data_addr(C, out) + 8 * start, n - start), True, 1.0)
+        off += sh[dim]
+    return set_outputs1(C, out)
+
+
+def cat_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    dim = T[row, R_IATTR]
+    stack = T[row, R_IATTR + 1] != 0
+    nd = T[row, R_ONDIM]
+    gst = contiguous_strides(nd, T[row, R_OSHAPE:R_OSHAPE + nd].copy())
+    n = out_numel(T, row)
+    g = row_grad_addr(C, row, 0)
+    f32 = T[row, R_ODTYPE] == F32
+    ishape = np.empty(MAXD, np.int64)
+    off = 0
+    for k in range(T[row, R_NIN]):
+        nk = input_shape(C, row, k, ishape)
+        sh, st = _part_layout(ishape, nk, contiguous_strides(nk, ishape), dim, stack)
+        start = off * gst[dim]
+        off += sh[dim]
+        ga = edge_grad_addr(C, row, k)
+        if ga == 0:
+            continue
+        m = numel(sh)
+        if f32:
+            _odometer(sh, st, gst, f32_at(ga, m), f32_at(g + 4 * start, n - start), False,
+                      np.float32(1))
+        else:
+            _odometer(sh, st, gst, f64_at(ga, m), f64_at(g + 8 * start, n - start), False, 1.0)
+    return K_OK
+
+
+# ---------------------------------------------------------------- dtype conversion
+# attrs: [0] output dtype, [1] input dtype (float32 <-> float64; other casts carry no
+# gradient and are done by NumPy in the front)
+def to_copy_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    nd = M[a, M_NDIM]
+    shape = M[a, M_SHAPE:M_SHAPE + nd].copy()
+    st = M[a, M_STRIDE:M_STRIDE + nd].copy()
+    odt = T[row, R_IATTR]
+    out = meta_contiguous(C, odt, nd, shape, False)
+    if out < 0:
+        return out
+    n = M[out, M_NUMEL]
+    if M[a, M_DTYPE] == F32:
+        src = f32_at(data_addr(C, a), span(M, a))
+        if odt == F32:
+            _gather(src, 0, shape, st, f32_at(data_addr(C, out), n))
+        else:
+            _gather(src, 0, shape, st, f64_at(data_addr(C, out), n))
+    else:
+        src64 = f64_at(data_addr(C, a), span(M, a))
+        if odt == F32:
+            _gather(src64, 0, shape, st, f32_at(data_addr(C, out), n))
+        else:
+            _gather(src64, 0, shape, st, f64_at(data_addr(C, out), n))
+    return set_outputs1(C, out)
+
+
+@jit
+def _add_cast(G, GA):
+    for i in range(GA.shape[0]):
+        GA[i] += G[i]
+
+
+def to_copy_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return K_OK
+    n = out_numel(T, row)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        if T[row, R_IATTR + 1] == F32:
+            _add_cast(f32_at(g, n), f32_at(ga, n))
+        else:
+            _add_cast(f32_at(g, n), f64_at(ga, n))
+    else:
+        if T[row, R_IATTR + 1] == F32:
+            _add_cast(f64_at(g, n), f32_at(ga, n))
+        else:
+            _add_cast(f64_at(g, n), f64_at(ga, n))
+    return K_OK
+
+
+def _shape_op(name, grad_fn, fwd, bwd, nin=1, diff=(0,)):
+    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin,
+                          diff=diff))
 
 
 _shape_op("view", "ViewBackward0", "view_fwd", "flat_bwd")
@@ -216,3 +391,14 @@ _shape_op("transpose", "TransposeBackward0", "permute_fwd", "permute_bwd")
 _shape_op("t", "TBackward0", "permute_fwd", "permute_bwd")
 _shape_op("expand", "ExpandBackward0", "expand_fwd", "expand_bwd")
 _shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd")
+for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0"),
+                        ("alias", "AliasBackward0"), ("unsqueeze", "UnsqueezeBackward0"),
+                        ("squeeze", "SqueezeBackward0"), ("squeeze_dim", "SqueezeBackward1"),
+                        ("squeeze_dims", "SqueezeBackward2"), ("split", "SplitBackward0"),
+                        ("split_with_sizes", "SplitWithSizesBackward0")):
+    _shape_op(_name, _grad_fn, "strided_view_fwd", "strided_view_bwd")
+_shape_op("cat", "CatBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
+_shape_op("stack", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
+# the last row of a stack of more than MAXIN tensors joins stacked parts
+_shape_op("stack_parts", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
+_shape_op("to_copy", "ToCopyBackward0", "to_copy_fwd", "to_copy_bwd")

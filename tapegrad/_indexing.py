@@ -1,0 +1,551 @@
+"""Views, indexing and joining: select/slice/narrow/squeeze/unsqueeze/split/chunk,
+x[key] and x[key] = v, index_select/gather/masked_select/masked_fill, where, cat/stack.
+
+Every index a user passes is checked here, with PyTorch's messages, before a kernel sees
+it. Views are one strided-view row each (Python computes the layout and where the view's
+elements sit in the base's gradient). Advanced indexing becomes positions: row-major
+offsets into the indexed tensor, computed by NumPy (whose indexing rules PyTorch shares).
+"""
+import numbers
+
+import numpy as np
+
+from . import _dtype as D
+from ._engine import layout as L
+from ._engine.state import GRAD_MODE
+from .tensor import Tensor, E, run, _wrap, _numpy_view, _dim, _is_scalar
+from .ops.registry import BY_NAME
+
+_FV = 16
+
+
+def _layout(t):
+    m = E.meta[t._i]
+    nd = int(m[L.M_NDIM])
+    return (m[L.M_SHAPE:L.M_SHAPE + nd].tolist(), m[L.M_STRIDE:L.M_STRIDE + nd].tolist(),
+            int(m[L.M_OFF]))
+
+
+def _contiguous_strides(shape):
+    st, s = [], 1
+    for n in reversed(shape):
+        st.append(s)
+        s *= n
+    return st[::-1]
+
+
+def _view(t, opname, shape, strides, off, gst, goff):
+    """A view of t with the given layout; gst/goff: where its elements sit in t's
+    contiguous gradient."""
+    nd = len(shape)
+    fargs = [off, nd] + list(shape) + [0] * (L.MAXD - nd) + list(strides)
+    return _wrap(run(BY_NAME[opname], t._i, iargs=[goff] + list(gst), fargs=fargs))
+
+
+# ---------------------------------------------------------------- basic views
+def select(input, dim, index):
+    shape, st, off = _layout(input)
+    nd = len(shape)
+    if nd == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _dim(dim, nd, "select")
+    index = _int(index, "select")
+    if not -shape[d] <= index < shape[d]:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {shape} at "
+                         f"dimension {d}")
+    index %= shape[d]
+    cst = _contiguous_strides(shape)
+    return _view(input, "select", shape[:d] + shape[d + 1:], st[:d] + st[d + 1:],
+                 off + index * st[d], cst[:d] + cst[d + 1:], index * cst[d])
+
+
+def _int(x, fn):
+    if isinstance(x, Tensor):
+        x = x.__index__()
+    if not isinstance(x, numbers.Integral) or isinstance(x, bool):
+        raise TypeError(f"{fn}(): expected an int, got {type(x).__name__}")
+    return int(x)
+
+
+def _slice(input, d, start, stop, step, opname="slice"):
+    shape, st, off = _layout(input)
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    start, stop, _ = slice(start, stop, step).indices(shape[d])
+    n = len(range(start, stop, step))
+    cst = _contiguous_strides(shape)
+    sh = list(shape)
+    sh[d] = n
+    nst = list(st)
+    nst[d] = st[d] * step
+    gst = list(cst)
+    gst[d] = cst[d] * step
+    start = start if n else 0
+    return _view(input, opname, sh, nst, off + start * st[d], gst, start * cst[d])
+
+
+def narrow(input, dim, start, length):
+    nd = input.ndim
+    if nd == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = _dim(dim, nd, "narrow")
+    size = input.shape[d]
+    start, length = _int(start, "narrow"), _int(length, "narrow")
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
+    start %= size if size else 1
+    if length < 0 or start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                           f"({size}).")
+    return _slice(input, d, start, start + length, 1)
+
+
+def unsqueeze(input, dim):
+    shape, st, off = _layout(input)
+    nd = len(shape)
+    if nd >= L.MAXD:
+        raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims")
+    d = _dim(dim, nd + 1, "unsqueeze")
+    new_st = st[d] * shape[d] if d < nd else 1
+    cst = _contiguous_strides(shape)
+    return _view(input, "unsqueeze", shape[:d] + [1] + shape[d:], st[:d] + [new_st] + st[d:],
+                 off, cst[:d] + [0] + cst[d:], 0)
+
+
+def squeeze(input, dim=None):
+    shape, st, off = _layout(input)
+    nd = len(shape)
+    if dim is None:
+        drop, op = {d for d in range(nd) if shape[d] == 1}, "squeeze"
+    elif isinstance(dim, (tuple, list)):
+        drop = {_dim(x, nd, "squeeze") for x in dim}
+        drop, op = {d for d in drop if shape[d] == 1}, "squeeze_dims"
+    else:
+        d = _dim(dim, nd, "squeeze")
+        drop, op = ({d} if nd and shape[d] == 1 else set()), "squeeze_dim"
+    cst = _contiguous_strides(shape)
+    keep = [d for d in range(nd) if d not in drop]
+    return _view(input, op, [shape[d] for d in keep], [st[d] for d in keep], off,
+                 [cst[d] for d in keep], 0)
+
+
+def _alias(input):
+    shape, st, off = _layout(input)
+    return _view(input, "alias", shape, st, off, _contiguous_strides(shape), 0)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    nd = tensor.ndim
+    if nd == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = _dim(dim, nd, "split")
+    size = tensor.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [_int(s, "split") for s in split_size_or_sections]
+        if sum(sizes) != size or any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
+                               f"(input tensor's size at dimension {d}), but got "
+                               f"split_sizes={sizes}")
+        op = "split_with_sizes"
+    else:
+        k = _int(split_size_or_sections, "split")
+        if k <= 0 and not (k == 0 and size == 0):
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={k}")
+        sizes = [k] * (size // k) + ([size % k] if size % k else []) if k else [0]
+        op = "split"
+    out, start = [], 0
+    for s in sizes:
+        out.append(_slice(tensor, d, start, start + s, 1, op))
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    chunks = _int(chunks, "chunk")
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    d = _dim(dim, input.ndim, "chunk")
+    size = input.shape[d]
+    return split(input, max(-(-size // chunks), 1 if size == 0 else 0) or 1, d)
+
+
+# ---------------------------------------------------------------- x[key]
+def _is_advanced(k):
+    return isinstance(k, (Tensor, list, np.ndarray, bool, np.bool_))
+
+
+def _np_index(k, what="indices"):
+    if isinstance(k, Tensor):
+        if k.dtype.is_floating_point:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        return _numpy_view(k)
+    a = np.asarray(k)
+    if a.dtype.kind == "f":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if a.dtype == object:
+        raise IndexError(f"{what} must be integers, slices, None, Ellipsis or tensors")
+    return a
+
+
+def _numpy_key(key):
+    return tuple(_np_index(k) if _is_advanced(k) else k for k in key)
+
+
+def _positions(shape, key):
+    """Row-major offsets of x[key] into x, as NumPy indexes (bounds checked here)."""
+    n = 1
+    for s in shape:
+        n *= s
+    try:
+        return np.ascontiguousarray(np.arange(n, dtype=np.int64).reshape(shape)[_numpy_key(key)])
+    except IndexError as exc:
+        raise IndexError(str(exc).replace("axis", "dimension")) from None
+
+
+def _as_tuple(key):
+    return key if isinstance(key, tuple) else (key,)
+
+
+def getitem(self, key):
+    if isinstance(key, slice) and self.ndim:          # x[a:b:c]: always a slice, as PyTorch
+        return _slice(self, 0, key.start, key.stop, 1 if key.step is None else key.step)
+    key = _as_tuple(key)
+    if any(_is_advanced(k) for k in key):
+        return _advanced(self, key)
+    t = self
+    nd = self.ndim
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > nd:
+        raise IndexError(f"too many indices for tensor of dimension {nd}")
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    d = 0
+    for k in key:
+        if k is Ellipsis:
+            d += nd - used
+        elif k is None:
+            t = unsqueeze(t, d)
+            d += 1
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else _int(k.step, "slice")
+            start, stop, _ = slice(k.start, k.stop, step).indices(t.shape[d]) if step > 0 else (0, 0, 1)
+            if step <= 0 or not (start == 0 and stop == t.shape[d] and step == 1):
+                t = _slice(t, d, k.start, k.stop, step)
+            d += 1
+        elif isinstance(k, (numbers.Integral, Tensor)) and not isinstance(k, bool):
+            i = _int(k, "index")
+            size = t.shape[d]
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {size}")
+            t = select(t, d, i)
+        else:
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             f"byte Variables are valid indices (got {type(k).__name__})")
+    return _alias(t) if t is self else t
+
+
+def _advanced(self, key):
+    shape = list(self.shape)
+    if len(key) == 1 and not isinstance(key[0], (bool, np.bool_)):
+        idx = _np_index(key[0])
+        if idx.dtype != np.bool_ and idx.ndim >= 1 and shape:       # x[idx]: rows
+            pos = _row_positions(shape, 0, idx)
+            return _take(self, "index", pos)
+    return _take(self, "index", _positions(shape, key))
+
+
+def _row_positions(shape, d, idx):
+    """Offsets of x.index_select(d, idx) (idx any shape, inserted at d), bounds checked."""
+    size = shape[d]
+    idx = np.asarray(idx, dtype=np.int64)
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        v = int(idx[bad].flat[0])
+        raise IndexError(f"index {v} is out of bounds for dimension {d} with size {size}")
+    idx = np.where(idx < 0, idx + size, idx)
+    outer = int(np.prod(shape[:d], dtype=np.int64))
+    inner = int(np.prod(shape[d + 1:], dtype=np.int64))
+    pos = (np.arange(outer, dtype=np.int64)[:, None, None] * (size * inner)
+           + idx.reshape(1, -1, 1) * inner + np.arange(inner, dtype=np.int64)[None, None, :])
+    return pos.reshape(tuple(shape[:d]) + idx.shape + tuple(shape[d + 1:]))
+
+
+def _take(t, opname, pos):
+    from ._promotion import from_array
+    if not t.dtype.is_floating_point:
+        return from_array(_numpy_view(t).reshape(-1)[pos] if t.is_contiguous()
+                          else np.ascontiguousarray(_numpy_view(t)).reshape(-1)[pos])
+    p = from_array(np.ascontiguousarray(pos, dtype=np.int64))
+    return _wrap(run(BY_NAME[opname], t._i, p._i))
+
+
+def index_select(input, dim, index):
+    if not isinstance(index, Tensor) or index.dtype is not D.int64:
+        raise TypeError("index_select(): Expected dtype int64 for index")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    nd = input.ndim
+    d = _dim(dim, nd, "index_select")
+    shape = list(input.shape) or [1]
+    idx = _numpy_view(index).reshape(-1)
+    size = shape[d]
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(idx[bad][0])} "
+                           f"axis_dim={size}")
+    pos = _row_positions(shape, d, idx)
+    if nd == 0:
+        pos = pos.reshape(index.shape)
+    return _take(input, "index_select", pos)
+
+
+def gather(input, dim, index):
+    if not isinstance(index, Tensor) or index.dtype is not D.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    nd = input.ndim
+    d = _dim(dim, nd, "gather")
+    if index.ndim != nd and not (nd == 0 and index.ndim <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input "
+                           "tensor")
+    shape = list(input.shape)
+    ishape = list(index.shape)
+    for k in range(nd):
+        if k != d and ishape[k] > shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index "
+                               f"{ishape} to be no larger than self {shape} apart from "
+                               f"dimension {d}")
+    idx = _numpy_view(index)
+    size = shape[d] if nd else 1
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        raise RuntimeError(f"index {int(idx[bad].flat[0])} is out of bounds for dimension {d} "
+                           f"with size {size}")
+    idx = np.where(idx < 0, idx + size, idx)
+    cst = _contiguous_strides(shape)
+    pos = np.zeros(ishape, np.int64)
+    for k in range(nd):
+        if k == d:
+            pos = pos + idx * cst[k]
+        else:
+            sh = [1] * nd
+            sh[k] = ishape[k]
+            pos = pos + np.arange(ishape[k], dtype=np.int64).reshape(sh) * cst[k]
+    return _take(input, "gather", pos)
+
+
+def _bool_mask(mask, fn):
+    if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
+        raise RuntimeError(f"{fn} only supports boolean masks, but got mask with dtype "
+                           f"{getattr(mask, 'dtype', type(mask).__name__)}")
+    return _numpy_view(mask)
+
+
+def masked_select(input, mask):
+    m = _bool_mask(mask, "masked_select")
+    shape = np.broadcast_shapes(tuple(input.shape), m.shape)
+    src = input if tuple(input.shape) == shape else input.expand(shape)
+    return _take(src, "masked_select", np.flatnonzero(np.broadcast_to(m, shape)))
+
+
+def masked_fill(input, mask, value, _inplace=False):
+    m = _bool_mask(mask, "masked_fill_" if _inplace else "masked_fill")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but "
+                               f"got tensor with {value.ndim} dimension(s).")
+        value = value.item()
+    from ._promotion import from_array, bump_version
+    if not input.dtype.is_floating_point:
+        if _inplace:
+            a = _numpy_view(input)
+            a[np.broadcast_to(m, a.shape)] = value
+            bump_version(input)
+            return input
+        a = _numpy_view(input).copy()
+        shape = np.broadcast_shapes(a.shape, m.shape)
+        a = np.broadcast_to(a, shape).copy()
+        a[np.broadcast_to(m, shape)] = value
+        return from_array(a)
+    mf = from_array(m.astype(input.dtype.np))
+    flags = GRAD_MODE[0] | (L.OPF_INPLACE if _inplace else 0)
+    r = run(BY_NAME["masked_fill"], input._i, mf._i, float(value), flags=flags)
+    return input if _inplace else _wrap(r)
+
+
+def masked_fill_(input, mask, value):
+    return masked_fill(input, mask, value, _inplace=True)
+
+
+# ---------------------------------------------------------------- x[key] = v
+def setitem(self, key, value):
+    from ._promotion import to, bump_version
+    from ._creation import tensor as make
+    key = _as_tuple(key)
+    if not self.dtype.is_floating_point:
+        v = _numpy_view(value) if isinstance(value, Tensor) else value
+        _numpy_view(self)[_numpy_key(key)] = v
+        bump_version(self)
+        return
+    pos = _positions(list(self.shape), key)
+    if isinstance(value, Tensor):
+        v = to(value, self.dtype)
+        if E.meta[v._i, L.M_SID] == E.meta[self._i, L.M_SID]:
+            v = v.clone()               # reading while writing the same memory
+    elif _is_scalar(value):
+        v = make(float(value), dtype=self.dtype)
+    else:
+        raise TypeError(f"can't assign a {type(value).__name__} to a tapegrad tensor")
+    try:
+        np.broadcast_shapes(tuple(v.shape), pos.shape)
+        if len(v.shape) > len(pos.shape):       # PyTorch drops leading 1s of the value
+            extra = len(v.shape) - len(pos.shape)
+            if any(s != 1 for s in v.shape[:extra]):
+                raise ValueError
+            v = v.reshape(v.shape[extra:])
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
+                           f"broadcast to indexing result of shape {list(pos.shape)}") from None
+    if tuple(v.shape) != pos.shape:
+        v = v.expand(pos.shape)
+    from ._promotion import from_array
+    p = from_array(pos)
+    try:
+        run(BY_NAME["index_put"], self._i, p._i, flags=GRAD_MODE[0] | L.OPF_INPLACE, c=v._i,
+            iargs=(0,))
+    except RuntimeError as exc:
+        if "leaf Variable" in str(exc) and not any(_is_advanced(k) for k in key):
+            # PyTorch writes x[basic key] through a view of x
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                               "an in-place operation.") from None
+        raise
+
+
+def index_put_(self, indices, values, accumulate=False):
+    from ._promotion import to, from_array
+    pos = _positions(list(self.shape), tuple(indices))
+    v = to(values, self.dtype).expand(pos.shape)
+    run(BY_NAME["index_put"], self._i, from_array(pos)._i,
+        flags=GRAD_MODE[0] | L.OPF_INPLACE, c=v._i, iargs=(int(bool(accumulate)),))
+    return self
+
+
+# ---------------------------------------------------------------- where
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    from ._promotion import result_type, to, from_array
+    from ._creation import tensor as make
+    if not isinstance(condition, Tensor) or condition.dtype is not D.bool_:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {getattr(condition, 'dtype', type(condition).__name__)}")
+    rt = result_type(input, other)
+    x = to(input, rt) if isinstance(input, Tensor) else make(input, dtype=rt)
+    y = to(other, rt) if isinstance(other, Tensor) else make(other, dtype=rt)
+    try:
+        shape = np.broadcast_shapes(tuple(condition.shape), tuple(x.shape), tuple(y.shape))
+    except ValueError:
+        raise RuntimeError(f"where: shapes {list(condition.shape)}, {list(x.shape)} and "
+                           f"{list(y.shape)} cannot be broadcast together") from None
+    if not rt.is_floating_point:
+        return from_array(np.where(_numpy_view(condition), _numpy_view(x), _numpy_view(y)))
+    return _wrap(run(BY_NAME["where"], x._i, y._i, c=condition._i,
+                     fargs=[len(shape)] + list(shape)))
+
+
+def nonzero(input, *, as_tuple=False):
+    from ._promotion import from_array
+    nz = np.nonzero(_numpy_view(input))
+    if as_tuple:
+        return tuple(from_array(np.ascontiguousarray(i, dtype=np.int64)) for i in nz)
+    return from_array(np.ascontiguousarray(np.stack(nz, axis=1), dtype=np.int64))
+
+
+# ---------------------------------------------------------------- cat / stack
+def _join_check(tensors, fn):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{fn}(): argument 'tensors' must be tuple of Tensors, not "
+                        f"{type(tensors).__name__}")
+    if not tensors:
+        raise RuntimeError(f"{fn}(): expected a non-empty list of Tensors")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}(): expected Tensor as element in argument 'tensors', but "
+                            f"got {type(t).__name__}")
+    from ._promotion import result_type, to
+    rt = result_type(*tensors) if len(tensors) > 1 else tensors[0].dtype
+    if any(t.ndim == 0 for t in tensors) and fn == "cat":
+        raise RuntimeError("zero-dimensional tensor (at position "
+                           f"{[t.ndim for t in tensors].index(0)}) cannot be concatenated")
+    return [to(t, rt) for t in tensors], rt
+
+
+def cat(tensors, dim=0):
+    ts, rt = _join_check(tensors, "cat")
+    # PyTorch skips legacy empty 1-D tensors
+    ts = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)] or ts[:1]
+    nd = ts[0].ndim
+    d = _dim(dim, nd, "cat")
+    ref = list(ts[0].shape)
+    for k, t in enumerate(ts):
+        if t.ndim != nd:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} and "
+                               f"{t.ndim}")
+        for j in range(nd):
+            if j != d and t.shape[j] != ref[j]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. "
+                                   f"Expected size {ref[j]} but got size {t.shape[j]} for "
+                                   f"tensor number {k} in the list.")
+    if not rt.is_floating_point:
+        from ._promotion import from_array
+        return from_array(np.concatenate([_numpy_view(t) for t in ts], axis=d))
+    return _join(ts, d, False)
+
+
+def _join(ts, d, stack, opname=None):
+    """One row joins up to three tensors; more are joined as a tree of rows."""
+    if len(ts) > L.MAXIN:
+        parts = [_join(ts[i:i + L.MAXIN], d, stack) for i in range(0, len(ts), L.MAXIN)]
+        return _join(parts, d, False, "stack_parts" if stack else "cat")
+    shape = list(ts[0].shape)
+    if stack:
+        shape.insert(d, len(ts))
+    else:
+        shape[d] = sum(t.shape[d] for t in ts)
+    opname = opname or ("stack" if stack else "cat")
+    return _wrap(run(BY_NAME[opname], ts[0]._i,
+                     ts[1]._i if len(ts) > 1 else -1, c=ts[2]._i if len(ts) > 2 else -1,
+                     iargs=(d, int(stack)), fargs=[len(shape)] + shape))
+
+
+def stack(tensors, dim=0):
+    ts, rt = _join_check(tensors, "stack")
+    ref = list(ts[0].shape)
+    for k, t in enumerate(ts):
+        if list(t.shape) != ref:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {ref} at "
+                               f"entry 0 and {list(t.shape)} at entry {k}")
+    nd = len(ref)
+    if nd >= L.MAXD:
+        raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims")
+    d = _dim(dim, nd + 1, "stack")
+    if not rt.is_floating_point:
+        from ._promotion import from_array
+        return from_array(np.stack([_numpy_view(t) for t in ts], axis=d))
+    return _join(ts, d, True)
+
+
+def install(g):
+    T = Tensor
+    for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk",
+                 "index_select", "gather", "masked_select", "masked_fill", "masked_fill_",
+                 "index_put_", "nonzero"):
+        setattr(T, name, globals()[name])
+    T.__getitem__ = getitem
+    T.__setitem__ = setitem
+    T.where = lambda self, condition, other: where(condition, self, other)
+    for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk",
+                 "index_select", "gather", "masked_select", "masked_fill", "where", "nonzero",
+                 "cat", "stack"):
+        g[name] = globals()[name]
+    g["concat"] = g["concatenate"] = cat

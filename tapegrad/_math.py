@@ -1,0 +1,332 @@
+"""Front of the ops along a dim (softmax, log_softmax, logsumexp, cumsum, prod, var, std,
+norm) and of the elementwise ops with arguments (clamp, maximum, minimum, leaky_relu,
+gelu, softplus), plus outer and einsum. Arguments are checked here."""
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from . import _dtype as D
+from ._engine import layout as L
+from ._engine.state import GRAD_MODE
+from .tensor import Tensor, run, _wrap, _dim, _numpy_view, _binary_method
+from .ops.registry import BY_NAME
+
+
+def _check(input, fn):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{fn}(): argument 'input' must be Tensor, not {type(input).__name__}")
+
+
+def _float_input(input, fn, dtype=None):
+    _check(input, fn)
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        input = input.to(D.float32)
+    return input
+
+
+def _one_dim(dim, nd, fn):
+    """A single dim (or -1 for all dims) from an int, a tuple or None."""
+    if dim is None:
+        return -1
+    if isinstance(dim, (tuple, list)):
+        dims = sorted({_dim(d, nd, fn) for d in dim})
+        if len(dims) == 0 or len(dims) == max(nd, 1):
+            return -1
+        if len(dims) > 1:
+            raise NotImplementedError(f"{fn}(): reducing over several (but not all) dims is "
+                                      "not supported; reshape or permute first")
+        dim = dims[0]
+    return -1 if nd == 0 else _dim(dim, nd, fn)
+
+
+def _along(opname, input, dim, keepdim=False, p2=0, p3=0, s=0.0):
+    return _wrap(run(BY_NAME[opname], input._i, s=s, iargs=(dim, int(bool(keepdim)), p2, p3)))
+
+
+# ---------------------------------------------------------------- softmax family
+def _softmax_dim(input, dim, fn):
+    if dim is None:
+        warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call "
+                      "to include dim=X as an argument.", UserWarning, stacklevel=3)
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return -1 if input.ndim == 0 else _dim(dim, input.ndim, fn)
+
+
+def softmax(input, dim=None, dtype=None, _stacklevel=3):
+    input = _float_input(input, "softmax", dtype)
+    return _along("softmax", input, _softmax_dim(input, dim, "softmax"), p2=0)
+
+
+def log_softmax(input, dim=None, dtype=None, _stacklevel=3):
+    input = _float_input(input, "log_softmax", dtype)
+    return _along("log_softmax", input, _softmax_dim(input, dim, "log_softmax"), p2=1)
+
+
+def logsumexp(input, dim, keepdim=False):
+    input = _float_input(input, "logsumexp")
+    return _along("logsumexp", input, _one_dim(dim, input.ndim, "logsumexp"), keepdim, p2=2)
+
+
+def cumsum(input, dim, *, dtype=None):
+    _check(input, "cumsum")
+    d = -1 if input.ndim == 0 else _dim(dim, input.ndim, "cumsum")
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        from ._promotion import from_array
+        a = _numpy_view(input)
+        return from_array(np.cumsum(a, axis=d if a.ndim else None, dtype=np.int64).reshape(a.shape))
+    return _along("cumsum", input, d)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    _check(input, "prod")
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        from ._promotion import from_array
+        a = _numpy_view(input)
+        ax = None if dim is None else _dim(dim, a.ndim, "prod")
+        return from_array(np.asarray(np.prod(a, axis=ax, keepdims=keepdim if ax is not None
+                                             else False, dtype=np.int64)))
+    if dim is None:
+        return _along("prod", input, -1)
+    return _along("prod_dim", input, _one_dim(dim, input.ndim, "prod"), keepdim)
+
+
+def _correction(unbiased, correction, fn):
+    if correction is not None:
+        if unbiased is not None:
+            raise RuntimeError(f"{fn}: can't pass both unbiased and correction")
+        if not isinstance(correction, numbers.Integral):
+            raise NotImplementedError(f"{fn}: a non-integer correction is not supported")
+        return int(correction)
+    return 0 if unbiased is False else 1
+
+
+def _var_std(name, is_std):
+    def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if isinstance(dim, bool):           # var(x, False): the old unbiased position
+            dim, unbiased = None, dim
+        input = _float_input(input, name)
+        corr = _correction(unbiased, correction, name)
+        return _along(name, input, _one_dim(dim, input.ndim, name), keepdim, corr, int(is_std))
+    fn.__name__ = name
+    return fn
+
+
+var = _var_std("var", False)
+std = _var_std("std", True)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    input = _float_input(input, "norm", dtype)
+    if p == "fro" or p is None:
+        p = 2.0
+    elif p == "nuc":
+        raise NotImplementedError("norm(p='nuc') is not supported")
+    elif isinstance(p, str):
+        raise RuntimeError(f"norm(): unknown p {p!r}")
+    return _along("norm", input, _one_dim(dim, input.ndim, "norm"), keepdim, s=float(p))
+
+
+# ---------------------------------------------------------------- elementwise with arguments
+def _unary_param(opname, input, s=0.0, s2=None, inplace=False):
+    flags = GRAD_MODE[0] | (L.OPF_INPLACE if inplace else 0)
+    r = run(BY_NAME[opname], input._i, s=s, s2=s2, flags=flags)
+    return input if inplace else _wrap(r)
+
+
+def clamp(input, min=None, max=None, _inplace=False):  # noqa: A002
+    _check(input, "clamp")
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if (min is None or min.numel() == 1) and (max is None or max.numel() == 1):
+            min = None if min is None else min.item()
+            max = None if max is None else max.item()
+        else:
+            raise NotImplementedError("clamp with tensor bounds is not supported; use "
+                                      "maximum/minimum")
+    if not input.dtype.is_floating_point:
+        from ._promotion import from_array, bump_version
+        if isinstance(min, float) or isinstance(max, float):
+            if _inplace:
+                raise RuntimeError("result type Float can't be cast to the desired output "
+                                   "type Long")
+            return clamp(input.to(D.float32), min, max)
+        a = _numpy_view(input)
+        r = np.clip(a, min, max)
+        if _inplace:
+            a[...] = r
+            bump_version(input)
+            return input
+        return from_array(np.asarray(r, dtype=a.dtype))
+    lo = -math.inf if min is None else float(min)
+    hi = math.inf if max is None else float(max)
+    return _unary_param("clamp", input, lo, hi, _inplace)
+
+
+def clamp_(input, min=None, max=None):  # noqa: A002
+    return clamp(input, min, max, _inplace=True)
+
+
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    input = _float_input(input, "leaky_relu")
+    return _unary_param("leaky_relu", input, float(negative_slope), inplace=inplace)
+
+
+def gelu(input, approximate="none"):
+    input = _float_input(input, "gelu")
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate}")
+    return _unary_param("gelu" if approximate == "none" else "gelu_tanh", input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    input = _float_input(input, "softplus")
+    return _unary_param("softplus", input, float(beta), float(threshold))
+
+
+maximum = _binary_method(BY_NAME["maximum"])
+minimum = _binary_method(BY_NAME["minimum"])
+
+
+def _tensor_pair(fn):
+    def f(input, other):
+        if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+            raise TypeError(f"{fn.__name__}(): expected both arguments to be Tensors")
+        return fn(input, other)
+    f.__name__ = fn.__name__
+    return f
+
+
+# ---------------------------------------------------------------- outer / einsum
+def outer(input, vec2):
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"outer: expected 1D tensors, but got {input.ndim}D and "
+                           f"{vec2.ndim}D tensors")
+    return input.reshape(input.shape[0], 1) * vec2          # PyTorch's decomposition
+
+
+def _parse(equation, n):
+    eq = equation.replace(" ", "")
+    if "." in eq:
+        raise NotImplementedError("einsum(): '...' is not supported; write the dims out")
+    lhs, arrow, out = eq.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != n:
+        raise ValueError(f"einsum(): more operands were provided than specified in the "
+                         f"equation" if n > len(ins) else "einsum(): fewer operands were "
+                         "provided than specified in the equation")
+    for s in ins + [out]:
+        if not all(c.isalpha() for c in s):
+            raise ValueError(f"einsum(): invalid subscript given in the equation: {equation!r}")
+    if not arrow:
+        counts = {}
+        for s in ins:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, k in counts.items() if k == 1))
+    if len(set(out)) != len(out):
+        raise ValueError("einsum(): output subscript appears more than once in the output")
+    for c in out:
+        if not any(c in s for s in ins):
+            raise ValueError(f"einsum(): output subscript {c} does not appear in the equation "
+                             "for any input operand")
+    return ins, out
+
+
+def _sum_out(t, subs, keep):
+    """Sum the letters of t that are not in keep."""
+    drop = [i for i, c in enumerate(subs) if c not in keep]
+    if drop:
+        t = t.sum(tuple(drop))
+        subs = "".join(c for c in subs if c in keep)
+    return t, subs
+
+
+def _contract(a, sa, b, sb, out):
+    sizes = {}
+    for t, s in ((a, sa), (b, sb)):
+        for c, n in zip(s, t.shape):
+            if sizes.setdefault(c, n) != n:
+                raise RuntimeError("einsum(): operands do not broadcast with remapped shapes "
+                                   f"(subscript {c} has sizes {sizes[c]} and {n})")
+    a, sa = _sum_out(a, sa, set(sb) | set(out))
+    b, sb = _sum_out(b, sb, set(sa) | set(out))
+    batch = [c for c in out if c in sa and c in sb]
+    left = [c for c in out if c in sa and c not in sb]
+    right = [c for c in out if c in sb and c not in sa]
+    contract = [c for c in sa if c in sb and c not in out]
+
+    def size(cs):
+        n = 1
+        for c in cs:
+            n *= sizes[c]
+        return n
+    pa = a.permute([sa.index(c) for c in batch + left + contract])
+    pb = b.permute([sb.index(c) for c in batch + contract + right])
+    r = pa.reshape(size(batch), size(left), size(contract)) @ \
+        pb.reshape(size(batch), size(contract), size(right))
+    r = r.reshape([sizes[c] for c in batch + left + right])
+    order = batch + left + right
+    perm = [order.index(c) for c in out]
+    return r.permute(perm) if perm != list(range(len(perm))) else r
+
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    for t in operands:
+        _check(t, "einsum")
+    ins, out = _parse(equation, len(operands))
+    for s, t in zip(ins, operands):
+        if len(s) != t.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(s)}) "
+                               f"does not match the number of dimensions ({t.ndim}) for "
+                               "operand {ins.index(s)}")
+        if len(set(s)) != len(s):
+            raise NotImplementedError("einsum(): a repeated subscript in one operand "
+                                      "(a diagonal) is not supported")
+    if len(operands) == 1:
+        t, s = _sum_out(operands[0], ins[0], set(out))
+        perm = [s.index(c) for c in out]
+        return t.permute(perm)
+    t, s = operands[0], ins[0]
+    for k in range(1, len(operands)):
+        rest = set(out).union(*ins[k + 1:])
+        mid = out if k == len(operands) - 1 else "".join(
+            c for c in dict.fromkeys(s + ins[k]) if c in rest)
+        t = _contract(t, s, operands[k], ins[k], mid)
+        s = mid
+    return t
+
+
+def install(g):
+    T = Tensor
+    for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
+                 "clamp", "clamp_", "clamp_min", "clamp_max", "maximum", "minimum"):
+        setattr(T, name, globals()[name])
+    T.clip, T.clip_ = clamp, clamp_
+    for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
+                 "clamp", "clamp_min", "clamp_max", "outer", "einsum", "sign", "floor", "ceil",
+                 "round", "erf"):
+        g[name] = globals()[name] if name in globals() else getattr(T, name)
+    g["clip"] = clamp
+    g["maximum"] = _tensor_pair(maximum)
+    g["minimum"] = _tensor_pair(minimum)
+    g["ger"] = outer
+    T.outer = T.ger = outer

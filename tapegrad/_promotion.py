@@ -1,0 +1,299 @@
+"""Dtype rules (PyTorch's type promotion), conversions, and the ops that never carry a
+gradient (comparisons, logical ops, integer arithmetic, argmax/argmin).
+
+Kernels work on one float dtype at a time. An op whose operands differ in dtype fails its
+fast path; the front then applies PyTorch's promotion here: float results convert the
+operands (float32 <-> float64 is a recorded op, so gradients flow back through it) and run
+the op again; integer and bool results cannot require grad, so NumPy computes them.
+"""
+import numbers
+
+import numpy as np
+
+from . import _dtype as D
+from ._engine import layout as L
+from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim
+from .ops.registry import BY_NAME
+
+_BOOL, _INT, _FLOAT = 0, 1, 2
+
+
+def _category(dt):
+    return _FLOAT if dt.is_floating_point else (_INT if dt is D.int64 else _BOOL)
+
+
+def promote_types(a, b):
+    """The smallest dtype both convert to (bool < int64 < float32 < float64)."""
+    if a is None:
+        return b
+    if b is None or a is b:
+        return a
+    order = (D.bool_, D.int64, D.float32, D.float64)
+    return a if order.index(a) > order.index(b) else b
+
+
+def _scalar_dtype(x):
+    if isinstance(x, (bool, np.bool_)):
+        return D.bool_
+    if isinstance(x, numbers.Integral):
+        return D.int64
+    return D.float32            # PyTorch's default dtype
+
+
+def _combine(higher, lower):
+    """PyTorch's combine_categories: a lower-priority operand decides only when it is of
+    a higher category."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_floating_point:
+        return higher
+    if higher is D.bool_ or lower.is_floating_point or (lower is D.int64 and higher is D.bool_):
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(*operands):
+    """torch.result_type: dimensioned tensors outrank 0-d tensors, which outrank Python
+    scalars, unless the lower-ranked operand is of a higher category."""
+    dim = zero = wrapped = None
+    for x in operands:
+        if isinstance(x, Tensor):
+            if x.ndim:
+                dim = promote_types(dim, x.dtype)
+            else:
+                zero = promote_types(zero, x.dtype)
+        elif _is_scalar(x):
+            wrapped = promote_types(wrapped, _scalar_dtype(x))
+        else:
+            raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
+    return _combine(dim, _combine(zero, wrapped))
+
+
+# ---------------------------------------------------------------- conversions
+def _dtype_of(arg):
+    if isinstance(arg, D.dtype):
+        return arg
+    if isinstance(arg, Tensor):
+        return arg.dtype
+    return None
+
+
+def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """Tensor.to(dtype), to(other), to("cpu"), to(device, dtype)."""
+    for a in args:
+        d = _dtype_of(a)
+        if d is not None:
+            dtype = d
+        elif isinstance(a, str) or a is None:
+            device = a
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"tapegrad runs on the CPU only, got device {device!r}")
+    if dtype is None or dtype is self.dtype:
+        return self.clone() if copy else self
+    if not isinstance(dtype, D.dtype):
+        raise TypeError(f"to(): expected a tapegrad dtype, got {dtype!r}")
+    src = self.dtype
+    if src.is_floating_point and dtype.is_floating_point:
+        return _wrap(run(BY_NAME["to_copy"], self._i, iargs=(dtype.code, src.code)))
+    # a cast to or from int/bool carries no gradient (as in PyTorch)
+    return from_array(_numpy_view(self).astype(dtype.np))
+
+
+def from_array(arr):
+    from ._creation import _from_array
+    arr = np.asarray(arr)
+    return _from_array(arr, D.from_numpy_dtype(arr.dtype), False)
+
+
+def _caster(dtype):
+    def cast(self, memory_format=None):
+        return to(self, dtype)
+    cast.__name__ = dtype.name
+    return cast
+
+
+# ---------------------------------------------------------------- binary ops
+_NUMPY_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+                 "pow": np.power, "pow_tensor": np.power, "maximum": np.maximum,
+                 "minimum": np.minimum}
+_REFLECTED = {"rsub": np.subtract, "rpow": np.power}
+
+
+def _array(x):
+    return _numpy_view(x) if isinstance(x, Tensor) else x
+
+
+def binary(method, opname, a, b):
+    """A binary op whose operands' dtypes differ or are not float: PyTorch's promotion."""
+    rt = result_type(a, b)
+    if opname == "div" and not rt.is_floating_point:
+        rt = D.float32                      # true division
+    if rt.is_floating_point:
+        a2 = to(a, rt)
+        b2 = to(b, rt) if isinstance(b, Tensor) else b
+        return method(a2, b2)
+    if rt is D.bool_ and opname in ("sub", "rsub"):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if opname in _REFLECTED:
+        res = _REFLECTED[opname](_array(b), _array(a))
+    else:
+        x, y = _array(a), _array(b)
+        if opname.startswith("pow") and np.any(np.asarray(y) < 0):
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        res = _NUMPY_BINARY[opname](x, y)
+    return from_array(np.asarray(res, dtype=rt.np))
+
+
+def inplace(method, opname, a, b):
+    """x op= y when dtypes differ: the result must fit x's dtype (PyTorch's rule)."""
+    rt = result_type(a, b)
+    if opname == "div" and not rt.is_floating_point:
+        rt = D.float32
+    if _category(rt) > _category(a.dtype):
+        raise RuntimeError(f"result type {_type_name(rt)} can't be cast to the desired output "
+                           f"type {_type_name(a.dtype)}")
+    if a.dtype.is_floating_point:
+        return method(a, to(b, a.dtype) if isinstance(b, Tensor) else b)
+    out = _numpy_view(a)
+    out[...] = _NUMPY_BINARY[opname](out, _array(b)).astype(a.dtype.np)
+    bump_version(a)
+    return a
+
+
+def _type_name(dt):
+    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[dt.name]
+
+
+def bump_version(t):
+    E.stor[E.meta[t._i, L.M_VSID], L.S_VERSION] += 1
+
+
+_KEEP_INT = {"neg", "abs", "sign", "clone", "relu", "floor", "ceil", "round"}
+_NUMPY_UNARY = {"neg": np.negative, "abs": np.abs, "sign": np.sign, "clone": np.copy,
+                "relu": lambda a: np.maximum(a, 0), "floor": np.copy, "ceil": np.copy,
+                "round": np.copy}
+
+
+def unary(method, opname, a):
+    """A float op on an int/bool tensor: int-preserving ops stay integer (NumPy computes
+    them), the rest compute in the default float dtype, as in PyTorch."""
+    if opname in _KEEP_INT:
+        if a.dtype is D.bool_ and opname in ("neg", "abs", "relu"):
+            raise RuntimeError(f"{opname}: not implemented for bool tensors")
+        return from_array(np.asarray(_NUMPY_UNARY[opname](_numpy_view(a)), dtype=a.dtype.np))
+    return method(to(a, D.float32))
+
+
+# ---------------------------------------------------------------- no-gradient ops
+def _compare(ufunc, name):
+    def method(self, other):
+        if not (isinstance(other, Tensor) or _is_scalar(other)):
+            return NotImplemented
+        return from_array(ufunc(_numpy_view(self), _array(other)))
+    method.__name__ = name
+    return method
+
+
+def _bitwise(name):
+    fn = getattr(np, f"bitwise_{name}")      # on bools: the logical op
+
+    def method(self, other):
+        if not (isinstance(other, Tensor) or _is_scalar(other)):
+            return NotImplemented
+        rt = result_type(self, other)
+        if rt.is_floating_point:
+            raise RuntimeError(f"\"bitwise_{name}_cpu\" not implemented for '{_type_name(rt)}'")
+        return from_array(np.asarray(fn(_array(self), _array(other)), dtype=rt.np))
+    method.__name__ = f"bitwise_{name}"
+    return method
+
+
+def _logical(name):
+    fn = getattr(np, f"logical_{name}")
+
+    def method(self, other):
+        return from_array(fn(_array(self), _array(other)))
+    method.__name__ = f"logical_{name}"
+    return method
+
+
+def _invert(self):
+    if self.dtype.is_floating_point:
+        raise TypeError("~ (bitwise_not) is only supported for integer and bool tensors")
+    a = _numpy_view(self)
+    return from_array(np.logical_not(a) if a.dtype == np.bool_ else np.invert(a))
+
+
+def _arg_extreme(fn, name):
+    def method(input, dim=None, keepdim=False):
+        a = _numpy_view(input)
+        if a.size == 0:
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        if dim is None:
+            r = np.asarray(fn(a.reshape(-1)), dtype=np.int64)
+            return from_array(r.reshape((1,) * a.ndim) if keepdim else r)
+        d = _dim(dim, input.ndim, name)
+        if a.ndim == 0:
+            return from_array(np.zeros((), np.int64))
+        r = fn(a, axis=d)
+        if keepdim:
+            r = np.expand_dims(r, d)
+        return from_array(np.asarray(r, dtype=np.int64))
+    method.__name__ = name
+    return method
+
+
+def _nan_first(fn):
+    """argmax/argmin that return the first NaN's index, as PyTorch does."""
+    def f(a, axis=None):
+        r = fn(a, axis=axis)
+        if a.dtype.kind == "f":
+            nan = np.isnan(a)
+            if nan.any():
+                first = np.argmax(nan, axis=axis)
+                r = np.where(nan.any(axis=axis), first, r)
+        return r
+    return f
+
+
+argmax = _arg_extreme(_nan_first(np.argmax), "argmax")
+argmin = _arg_extreme(_nan_first(np.argmin), "argmin")
+
+
+def logical_not(input):
+    return from_array(np.logical_not(_numpy_view(input)))
+
+
+def install(g):
+    T = Tensor
+    T.to = to
+    for name, dt in (("float", D.float32), ("double", D.float64), ("long", D.int64),
+                     ("bool", D.bool_)):
+        setattr(T, name, _caster(dt))
+    T.type_as = lambda self, other: to(self, other.dtype)
+    for name, uf in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                     ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)):
+        m = _compare(uf, name)
+        setattr(T, name, m)
+        setattr(T, f"__{name}__", m)
+        g[name] = m
+    T.greater, T.less, T.greater_equal, T.less_equal = T.gt, T.lt, T.ge, T.le
+    T.not_equal = T.ne
+    for name in ("and", "or", "xor"):
+        m = _bitwise(name)
+        setattr(T, f"__{name}__", m)
+        setattr(T, f"__r{name}__", m)
+        setattr(T, f"bitwise_{name}", m)
+        lm = g[f"logical_{name}"] = _logical(name)
+        setattr(T, f"logical_{name}", lm)
+    T.__invert__ = T.bitwise_not = _invert
+    T.logical_not = logical_not
+    T.argmax, T.argmin = argmax, argmin
+    g.update(argmax=argmax, argmin=argmin, logical_not=logical_not, result_type=result_type,
+             promote_types=promote_types)

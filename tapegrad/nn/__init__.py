@@ -1,0 +1,2 @@
+"""tapegrad.nn: layers and losses (PyTorch spelling)."""
+from . import functional  # noqa: F401

@@ -1,0 +1,249 @@
+"""tapegrad.nn.functional: activations and losses, PyTorch's spelling and defaults.
+
+Losses PyTorch computes as one node are one fused row here (mse, huber, smooth_l1, the
+binary cross entropies, nll, and cross_entropy = log_softmax + nll in one stable pass);
+those PyTorch composes (l1_loss, cross_entropy with probability targets) are composed the
+same way, so grad_fn chains match.
+"""
+import warnings
+
+import numpy as np
+
+from .. import _dtype as D
+from .._engine import layout as L
+from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: F401
+                     logsumexp)
+from .._promotion import result_type, to, from_array
+from ..tensor import Tensor, run, _wrap, _numpy_view
+from ..ops.registry import BY_NAME
+from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def relu(input, inplace=False):
+    return input.relu()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def linear(input, weight, bias=None):
+    out = input @ weight.t() if weight.ndim == 2 else input @ weight
+    return out if bias is None else out + bias
+
+
+def _reduction(reduction, size_average=None, reduce=None):
+    if size_average is not None or reduce is not None:
+        raise TypeError("size_average and reduce are deprecated; use reduction=")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return _REDUCTIONS[reduction]
+
+
+def _check(x, name, fn):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' (position 1) must be Tensor, not "
+                        f"{type(x).__name__}")
+
+
+def _pair(input, target, fn, strict=False):
+    """Input and target in one float dtype and one shape (PyTorch warns and broadcasts
+    when shapes differ; the binary cross entropies refuse)."""
+    _check(input, "input", fn)
+    _check(target, "target", fn)
+    if input.shape != target.shape:
+        if strict:
+            raise ValueError(f"Using a target size ({_size(target)}) that is different to the "
+                             f"input size ({_size(input)}) is deprecated. Please ensure they "
+                             "have the same size.")
+        warnings.warn(f"Using a target size ({_size(target)}) that is different to the input "
+                      f"size ({_size(input)}). This will likely lead to incorrect results due "
+                      "to broadcasting. Please ensure they have the same size.", UserWarning,
+                      stacklevel=3)
+        try:
+            shape = np.broadcast_shapes(tuple(input.shape), tuple(target.shape))
+        except ValueError:
+            raise RuntimeError(f"The size of tensor a ({_size(input)}) must match the size of "
+                               f"tensor b ({_size(target)})") from None
+        input, target = input.expand(shape), target.expand(shape)
+    rt = result_type(input, target)
+    if not rt.is_floating_point:
+        rt = D.float32
+    return to(input, rt), to(target, rt)
+
+
+def _size(t):
+    return f"tapegrad.Size({list(t.shape)})"
+
+
+def _pointwise(opname, kind, input, target, reduction, s=0.0, weight=None, strict=False):
+    red = _reduction(reduction)
+    x, y = _pair(input, target, opname, strict)
+    w = -1
+    if weight is not None:
+        weight = to(weight, x.dtype).expand(x.shape)
+        w = weight._i
+    return _wrap(run(BY_NAME[opname], x._i, y._i, s=s, c=w, iargs=(red, kind)))
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _reduction(reduction, size_average, reduce)
+    return _pointwise("mse_loss", MSE, input, target, reduction, weight=weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    red = _reduction(reduction, size_average, reduce)
+    x, y = _pair(input, target, "l1_loss")
+    d = (x - y).abs()
+    return d if red == 0 else (d.mean() if red == 1 else d.sum())
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return _pointwise("huber_loss", HUBER, input, target, reduction, float(delta), weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    _reduction(reduction, size_average, reduce)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    return _pointwise("smooth_l1_loss", SMOOTH_L1, input, target, reduction, float(beta))
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    _reduction(reduction, size_average, reduce)
+    return _pointwise("binary_cross_entropy", BCE, input, target, reduction, weight=weight,
+                      strict=True)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    red = _reduction(reduction, size_average, reduce)
+    _check(input, "input", "binary_cross_entropy_with_logits")
+    _check(target, "target", "binary_cross_entropy_with_logits")
+    if input.shape != target.shape:
+        raise ValueError(f"Target size ({_size(target)}) must be the same as input size "
+                         f"({_size(input)})")
+    name = "binary_cross_entropy_with_logits"
+    if pos_weight is None:
+        return _pointwise(name, BCE_LOGITS, input, target, reduction, weight=weight)
+    if weight is None:
+        return _pointwise(name, BCE_LOGITS_POS, input, target, reduction, weight=pos_weight)
+    loss = _pointwise(name, BCE_LOGITS_POS, input, target, "none", weight=pos_weight)
+    loss = loss * to(weight, loss.dtype)
+    return loss if red == 0 else (loss.mean() if red == 1 else loss.sum())
+
+
+def _class_layout(input, target, fn):
+    """N, C, D of an (N, C, d1, ...) or (C,) input, checking the target's shape."""
+    shape = list(input.shape)
+    if input.ndim == 0:
+        raise ValueError("Expected 1 or more dimensions (got 0)")
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise RuntimeError(f"{fn}: a 1-D input (one sample of {shape[0]} classes) needs a "
+                               f"0-D target, got shape {list(target.shape)}")
+        return 1, shape[0], 1, []
+    n, c = shape[0], shape[1]
+    if target.ndim == 0 or target.shape[0] != n:
+        raise ValueError(f"Expected input batch_size ({n}) to match target batch_size "
+                         f"({target.shape[0] if target.ndim else 0}).")
+    if list(target.shape) != [n] + shape[2:]:
+        raise RuntimeError(f"size mismatch (got input: {shape}, target: {list(target.shape)})")
+    d = 1
+    for s in shape[2:]:
+        d *= s
+    return n, c, d, [n] + shape[2:]
+
+
+def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, smoothing):
+    red = _reduction(reduction)
+    fn = "cross_entropy" if kind else "nll_loss"
+    _check(input, "input", fn)
+    if not isinstance(target, Tensor) or target.dtype is not D.int64:
+        raise RuntimeError(f"{fn}: expected target of dtype int64 (class indices), got "
+                           f"{getattr(target, 'dtype', type(target).__name__)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
+    n, c, d, out_shape = _class_layout(input, target, fn)
+    t = np.ascontiguousarray(_numpy_view(target), dtype=np.int64).reshape(-1)
+    bad = ((t < 0) | (t >= c)) & (t != ignore_index)
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad][0])} is out of bounds.")
+    w = -1
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.ndim != 1 or weight.shape[0] != c:
+            raise RuntimeError(f"weight tensor should be defined either for all {c} classes or "
+                               "no classes but got weight tensor of shape: "
+                               f"{list(getattr(weight, 'shape', []))}")
+        weight = to(weight, input.dtype).contiguous()
+        w = weight._i
+    x = input.contiguous()
+    tt = from_array(t)
+    return _wrap(run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
+                     iargs=(red, kind, int(ignore_index), n, c, d, int(w >= 0)),
+                     fargs=[len(out_shape)] + out_shape if red == 0 else [0]))
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    _reduction(reduction, size_average, reduce)
+    return _class_loss("nll_loss", 0, input, target, weight, ignore_index, reduction, 0.0)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    red = _reduction(reduction, size_average, reduce)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if isinstance(target, Tensor) and target.dtype.is_floating_point:
+        return _cross_entropy_probs(input, target, weight, red, label_smoothing)
+    return _class_loss("cross_entropy", 1, input, target, weight, ignore_index, reduction,
+                       label_smoothing)
+
+
+def _cross_entropy_probs(input, target, weight, red, eps):
+    """Class probabilities as targets: composed, as PyTorch does."""
+    if input.shape != target.shape:
+        raise RuntimeError(f"cross_entropy: expected target of the input's shape "
+                           f"{list(input.shape)} for class probabilities, got "
+                           f"{list(target.shape)}")
+    cdim = 0 if input.ndim == 1 else 1
+    c = input.shape[cdim]
+    logp = log_softmax(input, cdim)
+    target = to(target, logp.dtype)
+    if eps > 0:
+        target = target * (1 - eps) + eps / c
+    prod = logp * target
+    if weight is not None:
+        shape = [1] * input.ndim
+        shape[cdim] = c
+        prod = prod * to(weight, logp.dtype).reshape(shape)
+    loss = -prod.sum(cdim)
+    if red == 0:
+        return loss
+    if red == 2:
+        return loss.sum()
+    return loss.sum() / (input.numel() / c)
+
+
+def one_hot(tensor, num_classes=-1):
+    if not isinstance(tensor, Tensor) or tensor.dtype is not D.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    a = _numpy_view(tensor)
+    if num_classes < 0:
+        num_classes = int(a.max()) + 1 if a.size else 0
+    if a.size and (a.min() < 0 or a.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return from_array(np.eye(num_classes, dtype=np.int64)[a])
+
+
+del L

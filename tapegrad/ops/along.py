@@ -1,0 +1,537 @@
+"""Ops along one dim (or over everything): softmax, log_softmax, logsumexp, cumsum, prod,
+var/std, vector norms.
+
+Every kernel walks *lines*: the elements of the input that share all indices except the
+dim's. Row int attributes: [0] dim (-1: every element, as one line), [1] keepdim, [2] an
+int parameter (the variance's correction); the float attribute is the norm's order.
+Sums accumulate in float64.
+"""
+import math
+
+import numpy as np
+
+from .._engine.layout import K_OK, F32, E_DTYPE, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, \
+    M_NUMEL, R_IATTR, R_IN, IN_SAVED, R_OSAVED, R_ODTYPE
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, fattr_of, f32_at, f64_at
+from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, span,
+                            contiguous_strides, row_grad_addr, edge_grad_addr, input_shape,
+                            out_numel, _gather)
+from .reduce import _advance_skipping
+from .registry import OpDef, register
+
+_M = __name__
+
+
+# ---------------------------------------------------------------- lines
+@jit
+def lines(shape, strides, dim):
+    """(bases, step, length) of every line along dim, in row-major order of the other
+    dims; dim < 0: the whole (contiguous) tensor as one line."""
+    nd = shape.shape[0]
+    if dim < 0:
+        n = 1
+        for d in range(nd):
+            n *= shape[d]
+        return np.zeros(1, np.int64), 1, n
+    nl = 1
+    for d in range(nd):
+        if d != dim:
+            nl *= shape[d]
+    bases = np.empty(nl, np.int64)
+    idx = np.zeros(nd, np.int64)
+    for k in range(nl):
+        p = 0
+        for d in range(nd):
+            p += idx[d] * strides[d]
+        bases[k] = p
+        _advance_skipping(idx, shape, dim)
+    return bases, strides[dim], shape[dim]
+
+
+@jit
+def _shape(M, t):
+    nd = M[t, M_NDIM]
+    return M[t, M_SHAPE:M_SHAPE + nd].copy(), M[t, M_STRIDE:M_STRIDE + nd].copy()
+
+
+@jit
+def _reduced_shape(shape, dim, keep):
+    if dim < 0:
+        return np.ones(shape.shape[0] if keep else 0, np.int64)
+    nd = shape.shape[0]
+    out = np.empty(nd if keep else nd - 1, np.int64)
+    j = 0
+    for d in range(nd):
+        if d == dim:
+            if keep:
+                out[j] = 1
+                j += 1
+        else:
+            out[j] = shape[d]
+            j += 1
+    return out
+
+
+@jit
+def _input_lines(C, t, dim):
+    """Lines of tensor t as (X, bases, step, m): X is t's data, or a contiguous copy when
+    the whole tensor is one line and t is strided."""
+    M = meta_of(C)
+    shape, st = _shape(M, t)
+    if dim < 0:
+        n = M[t, M_NUMEL]
+        X = np.empty(n, np.float64)
+        if M[t, M_DTYPE] == F32:
+            _gather(f32_at(data_addr(C, t), span(M, t)), 0, shape, st, X)
+        else:
+            _gather(f64_at(data_addr(C, t), span(M, t)), 0, shape, st, X)
+        b, step, m = lines(shape, st, dim)
+        return X, b, step, m
+    b, step, m = lines(shape, st, dim)
+    sp = span(M, t)
+    X = np.empty(sp, np.float64)
+    if M[t, M_DTYPE] == F32:
+        src = f32_at(data_addr(C, t), sp)
+        for i in range(sp):
+            X[i] = src[i]
+    else:
+        src64 = f64_at(data_addr(C, t), sp)
+        for i in range(sp):
+            X[i] = src64[i]
+    return X, b, step, m
+
+
+@jit
+def _write(C, dt, addr, V):
+    n = V.shape[0]
+    if dt == F32:
+        O = f32_at(addr, n)
+        for i in range(n):
+            O[i] = V[i]
+    else:
+        O64 = f64_at(addr, n)
+        for i in range(n):
+            O64[i] = V[i]
+
+
+@jit
+def _read(dt, addr, n):
+    V = np.empty(n, np.float64)
+    if dt == F32:
+        src = f32_at(addr, n)
+        for i in range(n):
+            V[i] = src[i]
+    else:
+        src64 = f64_at(addr, n)
+        for i in range(n):
+            V[i] = src64[i]
+    return V
+
+
+@jit
+def _accumulate(dt, addr, V):
+    n = V.shape[0]
+    if dt == F32:
+        O = f32_at(addr, n)
+        for i in range(n):
+            O[i] += V[i]
+    else:
+        O64 = f64_at(addr, n)
+        for i in range(n):
+            O64[i] += V[i]
+
+
+@jit
+def _prologue(C, row):
+    """Input, dtype, dim, keepdim, input shape of an along-dim row."""
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    shape, st = _shape(M, a)
+    return a, M[a, M_DTYPE], T[row, R_IATTR], T[row, R_IATTR + 1] != 0, shape
+
+
+@jit
+def _grad_lines(C, row, k):
+    """Contiguous lines of input k's gradient buffer: (addr, shape, bases, step, m)."""
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, k)
+    ishape = np.empty(8, np.int64)
+    nd = input_shape(C, row, k, ishape) if ga != 0 else 0
+    shape = ishape[:nd].copy()
+    b, step, m = lines(shape, contiguous_strides(nd, shape), T[row, R_IATTR])
+    return ga, shape, b, step, m
+
+
+@jit
+def _out_lines(shape, dim):
+    """The same lines in a contiguous tensor of the input's shape."""
+    return lines(shape, contiguous_strides(shape.shape[0], shape), dim)
+
+
+@jit
+def _saved_values(C, sv, dim):
+    return _input_lines(C, sv, dim)
+
+
+# ---------------------------------------------------------------- softmax family
+# kind: 0 softmax, 1 log_softmax (same shape); 2 logsumexp (reduced)
+@jit
+def _lse(X, p, step, m):
+    mx = -np.inf
+    for j in range(m):
+        v = X[p + j * step]
+        if v > mx or v != v:
+            mx = v
+    if m == 0:
+        return -np.inf, -np.inf
+    if mx == np.inf or mx == -np.inf or mx != mx:
+        return mx, mx
+    s = 0.0
+    for j in range(m):
+        s += math.exp(X[p + j * step] - mx)
+    return mx, mx + math.log(s)
+
+
+def softmax_fwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    a, dt, dim, keep, shape = _prologue(C, row)
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    kind = T[row, R_IATTR + 2]
+    X, b, step, m = _input_lines(C, a, dim)
+    if kind == 2:
+        osh = _reduced_shape(shape, dim, keep)
+        out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+        if out < 0:
+            return out
+        V = np.empty(b.shape[0], np.float64)
+        for k in range(b.shape[0]):
+            V[k] = _lse(X, b[k], step, m)[1]
+    else:
+        out = meta_contiguous(C, dt, shape.shape[0], shape, False)
+        if out < 0:
+            return out
+        ob, ostep, om = _out_lines(shape, dim)
+        V = np.empty(meta_of(C)[out, M_NUMEL], np.float64)
+        for k in range(b.shape[0]):
+            mx, lse = _lse(X, b[k], step, m)
+            for j in range(m):
+                x = X[b[k] + j * step]
+                V[ob[k] + j * ostep] = x - lse if kind == 1 else math.exp(x - lse)
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def softmax_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    if ga == 0:
+        return K_OK
+    dt = T[row, R_ODTYPE]
+    kind = T[row, R_IATTR + 2]
+    dim = T[row, R_IATTR]
+    n = out_numel(T, row)
+    G = _read(dt, row_grad_addr(C, row, 0), n)
+    O, ob, ostep, om = _saved_values(C, T[row, R_OSAVED], -1)   # contiguous copy
+    nin = 1
+    for d in range(shape.shape[0]):
+        nin *= shape[d]
+    GA = np.zeros(nin, np.float64)
+    if kind == 2:
+        X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
+        for k in range(b.shape[0]):
+            for j in range(m):
+                GA[b[k] + j * step] = G[k] * math.exp(X[xb[k] + j * xstep] - O[k])
+    else:
+        for k in range(b.shape[0]):
+            s = 0.0
+            for j in range(m):
+                p = b[k] + j * step
+                s += G[p] * O[p] if kind == 0 else G[p]
+            for j in range(m):
+                p = b[k] + j * step
+                GA[p] = O[p] * (G[p] - s) if kind == 0 else G[p] - math.exp(O[p]) * s
+    _accumulate(dt, ga, GA)
+    return K_OK
+
+
+# ---------------------------------------------------------------- cumsum
+def cumsum_fwd(caddr, row):
+    C = ctx_of(caddr)
+    a, dt, dim, keep, shape = _prologue(C, row)
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    X, b, step, m = _input_lines(C, a, dim)
+    out = meta_contiguous(C, dt, shape.shape[0], shape, False)
+    if out < 0:
+        return out
+    ob, ostep, om = _out_lines(shape, dim)
+    V = np.empty(meta_of(C)[out, M_NUMEL], np.float64)
+    for k in range(b.shape[0]):
+        s = 0.0
+        for j in range(m):
+            s += X[b[k] + j * step]
+            V[ob[k] + j * ostep] = s
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def cumsum_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    if ga == 0:
+        return K_OK
+    dt = T[row, R_ODTYPE]
+    n = out_numel(T, row)
+    G = _read(dt, row_grad_addr(C, row, 0), n)
+    GA = np.zeros(n, np.float64)
+    for k in range(b.shape[0]):
+        s = 0.0
+        for j in range(m - 1, -1, -1):
+            p = b[k] + j * step
+            s += G[p]
+            GA[p] = s
+    _accumulate(dt, ga, GA)
+    return K_OK
+
+
+# ---------------------------------------------------------------- prod
+def prod_fwd(caddr, row):
+    C = ctx_of(caddr)
+    a, dt, dim, keep, shape = _prologue(C, row)
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    X, b, step, m = _input_lines(C, a, dim)
+    osh = _reduced_shape(shape, dim, keep)
+    out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+    if out < 0:
+        return out
+    V = np.empty(b.shape[0], np.float64)
+    for k in range(b.shape[0]):
+        p = 1.0
+        for j in range(m):
+            p *= X[b[k] + j * step]
+        V[k] = p
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def prod_bwd(caddr, row):
+    """d prod / d x_j = product of the others, from prefix and suffix products (exact
+    with zeros, unlike prod / x_j)."""
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    if ga == 0:
+        return K_OK
+    dt = T[row, R_ODTYPE]
+    dim = T[row, R_IATTR]
+    G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
+    X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
+    nin = 1
+    for d in range(shape.shape[0]):
+        nin *= shape[d]
+    GA = np.zeros(nin, np.float64)
+    pre = np.empty(m + 1, np.float64)
+    for k in range(b.shape[0]):
+        pre[0] = 1.0
+        for j in range(m):
+            pre[j + 1] = pre[j] * X[xb[k] + j * xstep]
+        suf = 1.0
+        for j in range(m - 1, -1, -1):
+            GA[b[k] + j * step] = G[k] * pre[j] * suf
+            suf *= X[xb[k] + j * xstep]
+    _accumulate(dt, ga, GA)
+    return K_OK
+
+
+# ---------------------------------------------------------------- var / std
+# kind [3]: 0 var, 1 std; [2] the correction
+@jit
+def _moments(X, p, step, m):
+    mean = 0.0
+    for j in range(m):
+        mean += X[p + j * step]
+    mean /= m
+    ss = 0.0
+    for j in range(m):
+        d = X[p + j * step] - mean
+        ss += d * d
+    return mean, ss
+
+
+def var_fwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    a, dt, dim, keep, shape = _prologue(C, row)
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    corr = T[row, R_IATTR + 2]
+    is_std = T[row, R_IATTR + 3] != 0
+    X, b, step, m = _input_lines(C, a, dim)
+    osh = _reduced_shape(shape, dim, keep)
+    out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+    if out < 0:
+        return out
+    V = np.empty(b.shape[0], np.float64)
+    dof = m - corr
+    for k in range(b.shape[0]):
+        mean, ss = _moments(X, b[k], step, m) if m > 0 else (np.nan, np.nan)
+        v = ss / dof if dof > 0 else (np.nan if ss != ss or ss == 0 else np.inf)
+        V[k] = math.sqrt(v) if is_std else v
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def var_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    if ga == 0:
+        return K_OK
+    dt = T[row, R_ODTYPE]
+    dim = T[row, R_IATTR]
+    corr = T[row, R_IATTR + 2]
+    is_std = T[row, R_IATTR + 3] != 0
+    n = out_numel(T, row)
+    G = _read(dt, row_grad_addr(C, row, 0), n)
+    X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
+    S = _saved_values(C, T[row, R_OSAVED], -1)[0] if is_std else G
+    nin = 1
+    for d in range(shape.shape[0]):
+        nin *= shape[d]
+    GA = np.zeros(nin, np.float64)
+    dof = m - corr
+    for k in range(b.shape[0]):
+        mean = 0.0
+        for j in range(m):
+            mean += X[xb[k] + j * xstep]
+        mean /= m
+        c = 2.0 * G[k] / dof if not is_std else G[k] / (dof * S[k])
+        for j in range(m):
+            GA[b[k] + j * step] = c * (X[xb[k] + j * xstep] - mean)
+    _accumulate(dt, ga, GA)
+    return K_OK
+
+
+# ---------------------------------------------------------------- vector norms
+# the float attribute is the order p (inf allowed)
+@jit
+def _pnorm(X, p, step, m, ord_):
+    if ord_ == np.inf:
+        r = 0.0
+        for j in range(m):
+            v = abs(X[p + j * step])
+            if v > r or v != v:
+                r = v
+        return r
+    if ord_ == -np.inf:
+        r = np.inf
+        for j in range(m):
+            v = abs(X[p + j * step])
+            if v < r or v != v:
+                r = v
+        return r
+    if ord_ == 0.0:
+        r = 0.0
+        for j in range(m):
+            r += X[p + j * step] != 0.0
+        return r
+    s = 0.0
+    if ord_ == 2.0:
+        for j in range(m):
+            v = X[p + j * step]
+            s += v * v
+        return math.sqrt(s)
+    if ord_ == 1.0:
+        for j in range(m):
+            s += abs(X[p + j * step])
+        return s
+    for j in range(m):
+        s += abs(X[p + j * step]) ** ord_
+    return s ** (1.0 / ord_)
+
+
+def norm_fwd(caddr, row):
+    C = ctx_of(caddr)
+    a, dt, dim, keep, shape = _prologue(C, row)
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    ord_ = fattr_of(C)[row]
+    X, b, step, m = _input_lines(C, a, dim)
+    osh = _reduced_shape(shape, dim, keep)
+    out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+    if out < 0:
+        return out
+    V = np.empty(b.shape[0], np.float64)
+    for k in range(b.shape[0]):
+        V[k] = _pnorm(X, b[k], step, m, ord_)
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def norm_bwd(caddr, row):
+    """PyTorch's linalg_vector_norm_backward: x |x|^(p-2) / norm^(p-1), 0 where the
+    norm is 0; for inf-norms the gradient is split among the elements attaining it."""
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    if ga == 0:
+        return K_OK
+    dt = T[row, R_ODTYPE]
+    dim = T[row, R_IATTR]
+    ord_ = fattr_of(C)[row]
+    n = out_numel(T, row)
+    G = _read(dt, row_grad_addr(C, row, 0), n)
+    X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
+    N = _saved_values(C, T[row, R_OSAVED], -1)[0]
+    nin = 1
+    for d in range(shape.shape[0]):
+        nin *= shape[d]
+    GA = np.zeros(nin, np.float64)
+    for k in range(b.shape[0]):
+        nk = N[k]
+        if ord_ == 0.0:
+            continue
+        if ord_ == np.inf or ord_ == -np.inf:
+            cnt = 0
+            for j in range(m):
+                cnt += abs(X[xb[k] + j * xstep]) == nk
+            for j in range(m):
+                x = X[xb[k] + j * xstep]
+                if abs(x) == nk:
+                    GA[b[k] + j * step] = G[k] * np.sign(x) / cnt
+            continue
+        for j in range(m):
+            x = X[xb[k] + j * xstep]
+            if ord_ == 1.0:
+                v = np.sign(x)
+            elif ord_ == 2.0:
+                v = x / nk if nk != 0.0 else 0.0
+            elif ord_ < 1.0:
+                v = np.sign(x) * abs(x) ** (ord_ - 1.0) / nk ** (ord_ - 1.0) if nk != 0.0 else 0.0
+            else:
+                v = x * abs(x) ** (ord_ - 2.0) / nk ** (ord_ - 1.0) if nk != 0.0 else 0.0
+            GA[b[k] + j * step] = G[k] * v
+    _accumulate(dt, ga, GA)
+    return K_OK
+
+
+def _along(name, grad_fn, fwd, bwd, saves=()):
+    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=1,
+                          diff=(0,), saves_if={0: saves}))
+
+
+_along("softmax", "SoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",))
+_along("log_softmax", "LogSoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",))
+_along("logsumexp", "LogsumexpBackward0", "softmax_fwd", "softmax_bwd", ("a", "out"))
+_along("cumsum", "CumsumBackward0", "cumsum_fwd", "cumsum_bwd")
+_along("prod", "ProdBackward0", "prod_fwd", "prod_bwd", ("a",))
+_along("prod_dim", "ProdBackward1", "prod_fwd", "prod_bwd", ("a",))
+_along("var", "VarBackward0", "var_fwd", "var_bwd", ("a",))
+_along("std", "StdBackward0", "var_fwd", "var_bwd", ("a", "out"))
+_along("norm", "LinalgVectorNormBackward0", "norm_fwd", "norm_bwd", ("a", "out"))

@@ -1,0 +1,305 @@
+"""Indexing ops: gathering elements by position (x[idx], x[mask], index_select, gather,
+masked_select), writing them (x[key] = v), and where.
+
+The front turns every indexing expression into *positions*: an int64 tensor, shaped like
+the result, of row-major offsets into the indexed tensor, bounds-checked in Python (with
+NumPy's indexing rules, which PyTorch shares). So one kernel pair serves every form, and
+no kernel ever sees an unchecked index.
+"""
+import numpy as np
+
+from .._engine.layout import (K_OK, F32, F64, E_DTYPE, MAXD, M_DTYPE, M_NDIM, M_SHAPE,
+                              M_STRIDE, M_NUMEL, R_IATTR, R_IN, IW, IN_SAVED, R_ODTYPE, R_ONDIM,
+                              R_OSHAPE)
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, iargs_of, f32_at, f64_at, \
+    i64_at, u8_at
+from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
+                            span, row_grad_addr, edge_grad_addr, input_shape, out_numel,
+                            aligned_strides, aligned_contiguous_strides, is_contiguous)
+from .registry import OpDef, register
+
+_M = __name__
+FV = 16     # forward-only iargs: output ndim and shape (where)
+
+
+@jit
+def offsets(shape, strides):
+    """Element offsets of a strided layout, in row-major order."""
+    nd = shape.shape[0]
+    n = 1
+    for d in range(nd):
+        n *= shape[d]
+    out = np.empty(n, np.int64)
+    idx = np.zeros(max(nd, 1), np.int64)
+    p = 0
+    for k in range(n):
+        out[k] = p
+        d = nd - 1
+        while d >= 0:
+            idx[d] += 1
+            p += strides[d]
+            if idx[d] < shape[d]:
+                break
+            p -= strides[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+    return out
+
+
+@jit
+def _physical(M, t, pos):
+    """Storage offsets (from t's first element) of row-major positions pos in t."""
+    if is_contiguous(M, t):
+        return pos
+    nd = M[t, M_NDIM]
+    out = np.empty(pos.shape[0], np.int64)
+    for k in range(pos.shape[0]):
+        r = pos[k]
+        p = 0
+        for d in range(nd - 1, -1, -1):
+            n = M[t, M_SHAPE + d]
+            p += (r % n) * M[t, M_STRIDE + d]
+            r //= n
+        out[k] = p
+    return out
+
+
+@jit
+def _take(X, phys, O):
+    for j in range(O.shape[0]):
+        O[j] = X[phys[j]]
+
+
+@jit
+def _untake(G, pos, GA):
+    for j in range(pos.shape[0]):
+        GA[pos[j]] += G[j]
+
+
+def take_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    a = input_id(C, row, 0)
+    p = input_id(C, row, 1)
+    dt = M[a, M_DTYPE]
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    nd = M[p, M_NDIM]
+    out = meta_contiguous(C, dt, nd, M[p, M_SHAPE:M_SHAPE + nd].copy(), False)
+    if out < 0:
+        return out
+    n = M[p, M_NUMEL]
+    phys = _physical(M, a, i64_at(data_addr(C, p), n))
+    if dt == F32:
+        _take(f32_at(data_addr(C, a), span(M, a)), phys, f32_at(data_addr(C, out), n))
+    else:
+        _take(f64_at(data_addr(C, a), span(M, a)), phys, f64_at(data_addr(C, out), n))
+    return set_outputs1(C, out)
+
+
+def take_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return K_OK
+    ishape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, 0, ishape)
+    nin = 1
+    for d in range(nd):
+        nin *= ishape[d]
+    n = out_numel(T, row)
+    pos = i64_at(data_addr(C, T[row, R_IN + IW + IN_SAVED]), n)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _untake(f32_at(g, n), pos, f32_at(ga, nin))
+    else:
+        _untake(f64_at(g, n), pos, f64_at(ga, nin))
+    return K_OK
+
+
+# ---------------------------------------------------------------- x[key] = v
+# in place on input 0; input 1 the positions, input 2 the values (shaped like the
+# positions, any layout); attrs [0]: 1 to accumulate (index_put_(accumulate=True))
+@jit
+def _put(X, phys, V, vphys, acc):
+    for j in range(phys.shape[0]):
+        if acc:
+            X[phys[j]] += V[vphys[j]]
+        else:
+            X[phys[j]] = V[vphys[j]]
+
+
+def index_put_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    x = input_id(C, row, 0)
+    p = input_id(C, row, 1)
+    v = input_id(C, row, 2)
+    dt = M[x, M_DTYPE]
+    if (dt != F32 and dt != F64) or M[v, M_DTYPE] != dt:
+        return E_DTYPE
+    nd = M[x, M_NDIM]
+    out = make_output(C, dt, nd, M[x, M_SHAPE:M_SHAPE + nd].copy())
+    if out < 0:
+        return out
+    n = M[p, M_NUMEL]
+    phys = _physical(M, x, i64_at(data_addr(C, p), n))
+    nv = M[v, M_NDIM]
+    vphys = offsets(M[v, M_SHAPE:M_SHAPE + nv].copy(), M[v, M_STRIDE:M_STRIDE + nv].copy())
+    acc = T[row, R_IATTR] != 0
+    if dt == F32:
+        _put(f32_at(data_addr(C, x), span(M, x)), phys, f32_at(data_addr(C, v), span(M, v)),
+             vphys, acc)
+    else:
+        _put(f64_at(data_addr(C, x), span(M, x)), phys, f64_at(data_addr(C, v), span(M, v)),
+             vphys, acc)
+    return set_outputs1(C, out)
+
+
+@jit
+def _put_grads(G, pos, GX, GV, want_x, want_v, acc):
+    if want_x:
+        if acc:
+            for i in range(G.shape[0]):
+                GX[i] += G[i]
+        else:
+            keep = np.ones(G.shape[0], np.bool_)
+            for j in range(pos.shape[0]):
+                keep[pos[j]] = False
+            for i in range(G.shape[0]):
+                if keep[i]:
+                    GX[i] += G[i]
+    if want_v:
+        for j in range(pos.shape[0]):
+            GV[j] += G[pos[j]]
+
+
+def index_put_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    M = meta_of(C)
+    gx = edge_grad_addr(C, row, 0)
+    gv = edge_grad_addr(C, row, 2)
+    if gx == 0 and gv == 0:
+        return K_OK
+    n = out_numel(T, row)
+    sp = T[row, R_IN + IW + IN_SAVED]
+    m = M[sp, M_NUMEL]
+    pos = i64_at(data_addr(C, sp), m)
+    g = row_grad_addr(C, row, 0)
+    acc = T[row, R_IATTR] != 0
+    if T[row, R_ODTYPE] == F32:
+        _put_grads(f32_at(g, n), pos, f32_at(gx, n if gx else 0), f32_at(gv, m if gv else 0),
+                   gx != 0, gv != 0, acc)
+    else:
+        _put_grads(f64_at(g, n), pos, f64_at(gx, n if gx else 0), f64_at(gv, m if gv else 0),
+                   gx != 0, gv != 0, acc)
+    return K_OK
+
+
+# ---------------------------------------------------------------- where
+# inputs: x, y (same float dtype), the condition (bool) third; all broadcast
+@jit
+def _where(Cd, oc, X, ox, Y, oy, O):
+    for j in range(O.shape[0]):
+        O[j] = X[ox[j]] if Cd[oc[j]] else Y[oy[j]]
+
+
+@jit
+def _where_grad(Cd, oc, G, GX, ogx, GY, ogy, want_x, want_y):
+    for j in range(G.shape[0]):
+        if Cd[oc[j]]:
+            if want_x:
+                GX[ogx[j]] += G[j]
+        elif want_y:
+            GY[ogy[j]] += G[j]
+
+
+@jit
+def _aligned_offsets(M, t, nd, shape):
+    st = np.zeros(MAXD, np.int64)
+    aligned_strides(M, t, nd, shape, st)
+    return offsets(shape, st[:nd].copy())
+
+
+def where_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    ia = iargs_of(C)
+    x = input_id(C, row, 0)
+    y = input_id(C, row, 1)
+    c = input_id(C, row, 2)
+    dt = M[x, M_DTYPE]
+    if (dt != F32 and dt != F64) or M[y, M_DTYPE] != dt:
+        return E_DTYPE
+    nd = ia[FV]
+    shape = ia[FV + 1:FV + 1 + nd].copy()
+    out = meta_contiguous(C, dt, nd, shape, False)
+    if out < 0:
+        return out
+    n = M[out, M_NUMEL]
+    oc = _aligned_offsets(M, c, nd, shape)
+    ox = _aligned_offsets(M, x, nd, shape)
+    oy = _aligned_offsets(M, y, nd, shape)
+    Cd = u8_at(data_addr(C, c), span(M, c))
+    if dt == F32:
+        _where(Cd, oc, f32_at(data_addr(C, x), span(M, x)), ox,
+               f32_at(data_addr(C, y), span(M, y)), oy, f32_at(data_addr(C, out), n))
+    else:
+        _where(Cd, oc, f64_at(data_addr(C, x), span(M, x)), ox,
+               f64_at(data_addr(C, y), span(M, y)), oy, f64_at(data_addr(C, out), n))
+    return set_outputs1(C, out)
+
+
+@jit
+def _grad_offsets(C, row, k, nd, shape):
+    ishape = np.empty(MAXD, np.int64)
+    ni = input_shape(C, row, k, ishape)
+    st = np.zeros(MAXD, np.int64)
+    aligned_contiguous_strides(ni, ishape, nd, shape, st)
+    m = 1
+    for d in range(ni):
+        m *= ishape[d]
+    return offsets(shape, st[:nd].copy()), m
+
+
+def where_bwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    gx = edge_grad_addr(C, row, 0)
+    gy = edge_grad_addr(C, row, 1)
+    if gx == 0 and gy == 0:
+        return K_OK
+    nd = T[row, R_ONDIM]
+    shape = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
+    n = out_numel(T, row)
+    c = T[row, R_IN + 2 * IW + IN_SAVED]
+    oc = _aligned_offsets(M, c, nd, shape)
+    Cd = u8_at(data_addr(C, c), span(M, c))
+    ogx, mx = _grad_offsets(C, row, 0, nd, shape)
+    ogy, my = _grad_offsets(C, row, 1, nd, shape)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _where_grad(Cd, oc, f32_at(g, n), f32_at(gx, mx if gx else 0), ogx,
+                    f32_at(gy, my if gy else 0), ogy, gx != 0, gy != 0)
+    else:
+        _where_grad(Cd, oc, f64_at(g, n), f64_at(gx, mx if gx else 0), ogx,
+                    f64_at(gy, my if gy else 0), ogy, gx != 0, gy != 0)
+    return K_OK
+
+
+def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if):
+    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin,
+                          diff=diff, saves_if=saves_if))
+
+
+for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSelectBackward0"),
+                        ("gather", "GatherBackward0"), ("masked_select", "MaskedSelectBackward0")):
+    _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 2, (0,), {0: ("b",)})
+_index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
+          {0: ("b",), 2: ("b",)})
+_index_op("where", "WhereBackward0", "where_fwd", "where_bwd", 3, (0, 1),
+          {0: ("c",), 1: ("c",)})

@@ -1,0 +1,324 @@
+"""Loss functions as single fused rows, where PyTorch has one node: the pointwise losses
+(mse, huber, smooth_l1, binary cross entropy with and without logits) and nll_loss /
+cross_entropy (log_softmax and nll in one numerically stable pass).
+
+Row int attributes: [0] reduction (0 none, 1 mean, 2 sum), [1] the loss kind; pointwise:
+the float attribute is delta / beta; nll: [2] ignore_index, [3:6] N, C, D (the input is
+contiguous N x C x D, targets N x D), [6] 1 when a class weight is the third input, and the
+float attribute is the label smoothing. Forward-only iargs FV: the output's ndim and shape.
+"""
+import math
+
+import numpy as np
+
+from .._engine.layout import (K_OK, F32, F64, E_DTYPE, E_VALUE, M_DTYPE, M_NDIM, M_SHAPE,
+                              M_STRIDE, R_IATTR, R_IN, IW, IN_SAVED, R_ODTYPE,
+                              R_NIN)
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, fattr_of, iargs_of, err_of, \
+    f32_at, f64_at, i64_at
+from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, span,
+                            row_grad_addr, edge_grad_addr, out_numel)
+from .index import offsets
+from .along import _read, _write, _accumulate
+from .registry import OpDef, register
+
+_M = __name__
+FV = 16
+NONE, MEAN, SUM = 0, 1, 2
+MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS = 0, 1, 2, 3, 4, 5
+
+
+@jit
+def _values(C, t):
+    """t's elements in row-major order, as float64."""
+    M = meta_of(C)
+    nd = M[t, M_NDIM]
+    off = offsets(M[t, M_SHAPE:M_SHAPE + nd].copy(), M[t, M_STRIDE:M_STRIDE + nd].copy())
+    V = np.empty(off.shape[0], np.float64)
+    if M[t, M_DTYPE] == F32:
+        src = f32_at(data_addr(C, t), span(M, t))
+        for j in range(V.shape[0]):
+            V[j] = src[off[j]]
+    else:
+        src64 = f64_at(data_addr(C, t), span(M, t))
+        for j in range(V.shape[0]):
+            V[j] = src64[off[j]]
+    return V
+
+
+@jit
+def _log_clamped(v):
+    return max(math.log(v), -100.0) if v > 0.0 else -100.0
+
+
+@jit
+def _softplus_neg(x):
+    """log(1 + exp(-x)), stable."""
+    return max(-x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+@jit
+def _pointwise(kind, x, y, w, s):
+    """(loss, d loss / dx, d loss / dy) of one element."""
+    if kind == MSE:
+        d = x - y
+        return d * d, 2.0 * d, -2.0 * d
+    if kind == HUBER:
+        d = x - y
+        if abs(d) < s:
+            return 0.5 * d * d, d, -d
+        gd = s if d > 0 else -s
+        return s * (abs(d) - 0.5 * s), gd, -gd
+    if kind == SMOOTH_L1:
+        d = x - y
+        if s > 0.0 and abs(d) < s:
+            return 0.5 * d * d / s, d / s, -d / s
+        gd = np.sign(d)
+        return abs(d) - 0.5 * s, gd, -gd
+    if kind == BCE:
+        lx = _log_clamped(x)
+        l1x = _log_clamped(1.0 - x)
+        loss = -w * (y * lx + (1.0 - y) * l1x)
+        return loss, w * (x - y) / max((1.0 - x) * x, 1e-12), w * (l1x - lx)
+    sig = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+    if kind == BCE_LOGITS:
+        return w * ((1.0 - y) * x + _softplus_neg(x)), w * (sig - y), -w * x
+    # BCE_LOGITS_POS: w is the positive weight
+    c = 1.0 + (w - 1.0) * y
+    return ((1.0 - y) * x + c * _softplus_neg(x), c * sig - w * y,
+            -x + (w - 1.0) * _softplus_neg(x))
+
+
+def pointwise_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    x = input_id(C, row, 0)
+    y = input_id(C, row, 1)
+    w = input_id(C, row, 2)
+    dt = M[x, M_DTYPE]
+    if (dt != F32 and dt != F64) or M[y, M_DTYPE] != dt or (w >= 0 and M[w, M_DTYPE] != dt):
+        return E_DTYPE
+    red = T[row, R_IATTR]
+    kind = T[row, R_IATTR + 1]
+    s = fattr_of(C)[row]
+    X = _values(C, x)
+    Y = _values(C, y)
+    W = _values(C, w) if w >= 0 else np.ones(1, np.float64)
+    n = X.shape[0]
+    if kind == BCE:
+        for j in range(n):
+            if not (X[j] >= 0.0 and X[j] <= 1.0):
+                err_of(C)[0] = j
+                return E_VALUE
+    L = np.empty(n, np.float64)
+    for j in range(n):
+        L[j] = _pointwise(kind, X[j], Y[j], W[j] if w >= 0 else 1.0, s)[0]
+    if red == NONE:
+        nd = M[x, M_NDIM]
+        out = meta_contiguous(C, dt, nd, M[x, M_SHAPE:M_SHAPE + nd].copy(), False)
+        if out < 0:
+            return out
+        _write(C, dt, data_addr(C, out), L)
+    else:
+        out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
+        if out < 0:
+            return out
+        tot = 0.0
+        for j in range(n):
+            tot += L[j]
+        V = np.empty(1, np.float64)
+        V[0] = tot / n if red == MEAN else tot
+        _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def pointwise_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    gx = edge_grad_addr(C, row, 0)
+    gy = edge_grad_addr(C, row, 1)
+    if gx == 0 and gy == 0:
+        return K_OK
+    red = T[row, R_IATTR]
+    kind = T[row, R_IATTR + 1]
+    s = fattr_of(C)[row]
+    dt = T[row, R_ODTYPE]
+    X = _values(C, T[row, R_IN + IN_SAVED])
+    Y = _values(C, T[row, R_IN + IW + IN_SAVED])
+    sw = T[row, R_IN + 2 * IW + IN_SAVED] if T[row, R_NIN] > 2 else -1
+    W = _values(C, sw) if sw >= 0 else np.ones(1, np.float64)
+    n = X.shape[0]
+    G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
+    GX = np.zeros(n, np.float64)
+    GY = np.zeros(n, np.float64)
+    for j in range(n):
+        g = G[j] if red == NONE else (G[0] / n if red == MEAN else G[0])
+        l, dx, dy = _pointwise(kind, X[j], Y[j], W[j] if sw >= 0 else 1.0, s)
+        GX[j] = g * dx
+        GY[j] = g * dy
+    if gx != 0:
+        _accumulate(dt, gx, GX)
+    if gy != 0:
+        _accumulate(dt, gy, GY)
+    return K_OK
+
+
+# ---------------------------------------------------------------- nll / cross entropy
+@jit
+def _nll_setup(C, row, x, t, w):
+    T = tape_of(C)
+    M = meta_of(C)
+    N = T[row, R_IATTR + 3]
+    K = T[row, R_IATTR + 4]
+    D = T[row, R_IATTR + 5]
+    X = _read(M[x, M_DTYPE], data_addr(C, x), N * K * D)
+    tgt = i64_at(data_addr(C, t), N * D)
+    W = _read(M[w, M_DTYPE], data_addr(C, w), K) if w >= 0 else np.ones(K, np.float64)
+    return N, K, D, X, tgt, W
+
+
+@jit
+def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W):
+    """Per-sample losses, per-sample target weights, and (for cross entropy) the
+    log-sum-exp of each sample's logits."""
+    L = np.zeros(N * D, np.float64)
+    WT = np.zeros(N * D, np.float64)
+    LSE = np.zeros(N * D, np.float64)
+    for n in range(N):
+        for d in range(D):
+            i = n * D + d
+            c = tgt[i]
+            if c == ign:
+                continue
+            base = n * K * D + d
+            lse = 0.0
+            if row_kind == 1:
+                mx = -np.inf
+                for k in range(K):
+                    v = X[base + k * D]
+                    if v > mx:
+                        mx = v
+                s = 0.0
+                for k in range(K):
+                    s += math.exp(X[base + k * D] - mx)
+                lse = mx + math.log(s)
+            LSE[i] = lse
+            wt = W[c]
+            WT[i] = wt
+            loss = -wt * (X[base + c * D] - lse)
+            if eps > 0.0:
+                sm = 0.0
+                for k in range(K):
+                    sm -= W[k] * (X[base + k * D] - lse)
+                loss = (1.0 - eps) * loss + eps / K * sm
+            L[i] = loss
+    return L, WT, LSE
+
+
+def nll_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ia = iargs_of(C)
+    x = input_id(C, row, 0)
+    t = input_id(C, row, 1)
+    w = input_id(C, row, 2)
+    dt = M[x, M_DTYPE]
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    N, K, D, X, tgt, W = _nll_setup(C, row, x, t, w)
+    L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
+                            N, K, D, X, tgt, W)
+    red = T[row, R_IATTR]
+    if red == NONE:
+        nd = ia[FV]
+        out = meta_contiguous(C, dt, nd, ia[FV + 1:FV + 1 + nd].copy(), False)
+        if out < 0:
+            return out
+        _write(C, dt, data_addr(C, out), L)
+    else:
+        out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
+        if out < 0:
+            return out
+        V = np.empty(1, np.float64)
+        V[0] = L.sum() / WT.sum() if red == MEAN else L.sum()
+        _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def nll_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    gx = edge_grad_addr(C, row, 0)
+    if gx == 0:
+        return K_OK
+    kind = T[row, R_IATTR + 1]
+    ign = T[row, R_IATTR + 2]
+    eps = fattr_of(C)[row]
+    red = T[row, R_IATTR]
+    dt = T[row, R_ODTYPE]
+    N = T[row, R_IATTR + 3]
+    K = T[row, R_IATTR + 4]
+    D = T[row, R_IATTR + 5]
+    sx = T[row, R_IN + IN_SAVED]
+    st = T[row, R_IN + IW + IN_SAVED]
+    sw = T[row, R_IN + 2 * IW + IN_SAVED] if T[row, R_NIN] > 2 else -1
+    M = meta_of(C)
+    tgt = i64_at(data_addr(C, st), N * D)
+    W = _read(M[sw, M_DTYPE], data_addr(C, sw), K) if sw >= 0 else np.ones(K, np.float64)
+    X = _read(M[sx, M_DTYPE], data_addr(C, sx), N * K * D) if kind == 1 else np.zeros(1)
+    G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
+    denom = 1.0
+    if red == MEAN:
+        denom = 0.0
+        for i in range(N * D):
+            if tgt[i] != ign:
+                denom += W[tgt[i]]
+    wsum = W.sum()
+    GX = np.zeros(N * K * D, np.float64)
+    for n in range(N):
+        for d in range(D):
+            i = n * D + d
+            c = tgt[i]
+            if c == ign:
+                continue
+            coef = G[i] if red == NONE else G[0] / denom
+            base = n * K * D + d
+            if kind == 0:
+                GX[base + c * D] = -coef * W[c]
+                continue
+            mx = -np.inf
+            for k in range(K):
+                v = X[base + k * D]
+                if v > mx:
+                    mx = v
+            s = 0.0
+            for k in range(K):
+                s += math.exp(X[base + k * D] - mx)
+            for k in range(K):
+                p = math.exp(X[base + k * D] - mx) / s
+                v = (1.0 - eps) * W[c] * (p - (1.0 if k == c else 0.0))
+                if eps > 0.0:
+                    v += eps / K * (wsum * p - W[k])
+                GX[base + k * D] = coef * v
+    _accumulate(dt, gx, GX)
+    return K_OK
+
+
+def _loss(name, grad_fn, fwd, bwd, diff, saves_if):
+    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=3,
+                          diff=diff, saves_if=saves_if))
+
+
+_PW_SAVES = {0: ("a", "b", "c"), 1: ("a", "b", "c")}
+_loss("mse_loss", "MseLossBackward0", "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
+_loss("huber_loss", "HuberLossBackward0", "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
+_loss("smooth_l1_loss", "SmoothL1LossBackward0", "pointwise_fwd", "pointwise_bwd", (0, 1),
+      _PW_SAVES)
+_loss("binary_cross_entropy", "BinaryCrossEntropyBackward0", "pointwise_fwd", "pointwise_bwd",
+      (0, 1), _PW_SAVES)
+_loss("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
+      "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
+_loss("nll_loss", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")})
+_loss("cross_entropy", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")})
