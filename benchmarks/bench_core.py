@@ -130,6 +130,29 @@ class ScalarChainBackward:
         self.y.backward()
 
 
+def _mlp_data(obj):
+    rng = np.random.default_rng(2)
+    f = np.float32
+    obj.X = tg.tensor(rng.standard_normal((32, 64)).astype(f))
+    obj.params = [
+        tg.tensor((rng.standard_normal((64, 128)) / 8.0).astype(f), requires_grad=True),
+        tg.tensor((0.1 * rng.standard_normal(128)).astype(f), requires_grad=True),
+        tg.tensor((rng.standard_normal((128, 10)) / np.sqrt(128)).astype(f), requires_grad=True),
+        tg.tensor((0.1 * rng.standard_normal(10)).astype(f), requires_grad=True)]
+    labels = rng.integers(0, 10, 32)
+    onehot = np.zeros((32, 10), f)
+    onehot[np.arange(32), labels] = 1
+    obj.onehot = tg.tensor(onehot)
+    return labels
+
+
+def _sgd(params):
+    with tg.no_grad():
+        for p in params:
+            p.sub_(p.grad * LR)
+            p.grad = None
+
+
 class MLPStep:
     """Eager training step of a hand-written 64-128-10 MLP, batch 32, float32:
     forward, cross-entropy via logsumexp, backward, SGD update under no_grad."""
@@ -138,18 +161,7 @@ class MLPStep:
     def setup(self):
         _need("tensor", "float32", "no_grad", "Tensor.relu", "Tensor.max", "Tensor.exp",
               "Tensor.log", "Tensor.mean", "Tensor.sub_", "Tensor.detach", "Tensor.__matmul__")
-        rng = np.random.default_rng(2)
-        f = np.float32
-        self.X = tg.tensor(rng.standard_normal((32, 64)).astype(f))
-        self.params = [
-            tg.tensor((rng.standard_normal((64, 128)) / 8.0).astype(f), requires_grad=True),
-            tg.tensor((0.1 * rng.standard_normal(128)).astype(f), requires_grad=True),
-            tg.tensor((rng.standard_normal((128, 10)) / np.sqrt(128)).astype(f),
-                      requires_grad=True),
-            tg.tensor((0.1 * rng.standard_normal(10)).astype(f), requires_grad=True)]
-        onehot = np.zeros((32, 10), f)
-        onehot[np.arange(32), rng.integers(0, 10, 32)] = 1
-        self.onehot = tg.tensor(onehot)
+        _mlp_data(self)
         self.time_mlp_step()        # load the kernels
 
     def time_mlp_step(self):
@@ -160,10 +172,43 @@ class MLPStep:
         lse = (z - m).exp().sum(1, keepdim=True).log() + m
         loss = (lse - (z * self.onehot).sum(1, keepdim=True)).mean()
         loss.backward()
-        with tg.no_grad():
-            for p in self.params:
-                p.sub_(p.grad * LR)
-                p.grad = None
+        _sgd(self.params)
+
+
+class MLPStepCE:
+    """The MLP step with the fused nn.functional.cross_entropy (class indices)."""
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("tensor", "no_grad", "nn.functional.cross_entropy", "Tensor.relu")
+        self.labels = tg.tensor(_mlp_data(self).astype(np.int64))
+        self.time_mlp_step_ce()
+
+    def time_mlp_step_ce(self):
+        W1, b1, W2, b2 = self.params
+        loss = tg.nn.functional.cross_entropy((self.X @ W1 + b1).relu() @ W2 + b2, self.labels)
+        loss.backward()
+        _sgd(self.params)
+
+
+class OpsMix:
+    """Indexing, slicing, cat, softmax, clamp, where, logsumexp, var: forward+backward."""
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("cat", "where", "Tensor.softmax", "Tensor.logsumexp", "Tensor.var",
+              "Tensor.clamp", "Tensor.__getitem__")
+        rng = np.random.default_rng(5)
+        self.x = tg.tensor(rng.standard_normal((64, 32)).astype(np.float32), requires_grad=True)
+        self.idx = tg.tensor(rng.permutation(64).astype(np.int64))
+        self.time_ops_mix()
+
+    def time_ops_mix(self):
+        x = self.x
+        x.grad = None
+        y = tg.cat([x[:, :16].softmax(1), x[self.idx][:, 16:].clamp(-1, 1)], 1)
+        z = tg.where(y > 0, y, y * 0.1)
+        (z.logsumexp(1) + z.var(1)).sum().backward()
 
 
 class Chain1M:

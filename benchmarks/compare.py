@@ -502,6 +502,80 @@ class MLPStep(Workload):
         return Impl(values, loop)
 
 
+class MLPStepCE(MLPStep):
+    """The same step with the fused nn.functional.cross_entropy on class indices."""
+    key, title = "mlp_step_ce", "MLP 64-128-10 step with F.cross_entropy, batch 32, float32"
+
+    def eager(self, M):
+        Xn, pn, ohn = self.data()
+        X = M.tensor(Xn)
+        labels = M.tensor(ohn.argmax(1).astype("int64"))
+        params = [M.tensor(p, requires_grad=True) for p in pn]
+        ce = M.nn.functional.cross_entropy
+
+        def step(record=None):
+            W1, b1, W2, b2 = params
+            loss = ce((X @ W1 + b1).relu() @ W2 + b2, labels)
+            loss.backward()
+            if record is not None:
+                record["loss"] = _np(loss)
+                for i, p in enumerate(params):
+                    record[f"grad{i}"] = _np(p.grad)
+            with M.no_grad():
+                for p in params:
+                    p.sub_(p.grad * LR)
+                    p.grad = None
+
+        def loop(n):
+            for _ in range(n):
+                step()
+
+        def values():
+            rec = {}
+            step(rec)
+            for i, p in enumerate(params):
+                rec[f"param{i}"] = _np(p)
+            return rec
+        return Impl(values, loop)
+
+    jax = None
+
+
+class OpsMix(Workload):
+    """Issue 3's ops in one graph: indexing, slicing, cat, softmax, clamp, logsumexp,
+    var, where, forward and backward, on a (64, 32) float32 batch."""
+    key, title = "ops_mix", "indexing/cat/softmax/logsumexp/var/where graph, (64, 32) float32"
+    rows = (("main", "", "µs/call", 1),)
+
+    def data(self):
+        np = self.L.np
+        rng = np.random.default_rng(5)
+        return (rng.standard_normal((64, 32)).astype(np.float32),
+                rng.permutation(64).astype(np.int64))
+
+    def eager(self, M):
+        xn, idxn = self.data()
+        x = M.tensor(xn, requires_grad=True)
+        idx = M.tensor(idxn)
+
+        def call():
+            x.grad = None
+            y = M.cat([x[:, :16].softmax(1), x[idx][:, 16:].clamp(-1, 1)], 1)
+            z = M.where(y > 0, y, y * 0.1)
+            loss = (z.logsumexp(1) + z.var(1)).sum()
+            loss.backward()
+            return loss
+
+        def loop(n):
+            for _ in range(n):
+                call()
+
+        def values():
+            loss = call()
+            return {"loss": _np(loss), "x.grad": _np(x.grad)}
+        return Impl(values, loop)
+
+
 class Chain1M(Workload):
     rows = (("main", "", "µs/call", 1),)
 
@@ -560,7 +634,7 @@ class Chain1M(Workload):
 
 
 def workloads(L):
-    return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L),
+    return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
             Chain1M(L, "float32"), Chain1M(L, "float64")]
 
 

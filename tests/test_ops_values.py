@@ -400,14 +400,16 @@ def test_binary_shape_mismatch_raises():
         mk(np.ones((2, 3)), tg.float32) + mk(np.ones((4,)), tg.float32)
 
 
-def test_binary_mixed_dtypes_raise_type_error():
-    with pytest.raises(TypeError):
-        mk([1.0], tg.float32) + mk([1.0], tg.float64)
+def test_binary_mixed_dtypes_promote_like_pytorch():
+    r = mk([1.5], tg.float32) + mk([1.0], tg.float64)
+    assert r.dtype is tg.float64
+    check(r, [2.5], tg.float64)
 
 
-def test_int_arithmetic_raises_type_error():
-    with pytest.raises(TypeError):
-        tg.tensor([1, 2]) + tg.tensor([3, 4])
+def test_int_arithmetic_stays_int64():
+    r = tg.tensor([1, 2]) + tg.tensor([3, 4])
+    assert r.dtype is tg.int64
+    assert r.tolist() == [4, 6]
 
 
 # ------------------------------------------------------------------ sum / mean
@@ -998,10 +1000,13 @@ def test_inplace_on_leaf_under_no_grad():
     assert w._version == 2
 
 
-def test_inplace_mixed_dtype_raises():
+def test_inplace_mixed_dtype_keeps_the_target_dtype():
     x = mk(np.ones(3), tg.float32)
-    with pytest.raises(TypeError):
-        x.add_(mk(np.ones(3), tg.float64))
+    x.add_(mk(np.full(3, 0.5), tg.float64))
+    check(x, [1.5, 1.5, 1.5], tg.float32)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
+                                           "output type Long"):
+        tg.tensor([1, 2]).add_(0.5)
 
 
 @pytest.mark.parametrize("case", INPLACE, ids=[c[0] for c in INPLACE])
