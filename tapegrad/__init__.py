@@ -27,6 +27,7 @@ _math.install(globals())
 
 from ._functions import *  # noqa: F401,F403,E402  (module-level op spellings)
 from . import nn  # noqa: E402
+from .serialization import save, load  # noqa: E402,F401
 from . import autograd  # noqa: E402
 from .autograd import (no_grad, enable_grad, inference_mode, set_grad_enabled,  # noqa: E402
                        is_grad_enabled)

@@ -44,13 +44,21 @@ def _dtype_arg(dtype, default=D.float32):
     raise TypeError(f"dtype must be a tapegrad dtype (tapegrad.float32, ...), got {dtype!r}")
 
 
+def _creation_grad_check(dt, requires_grad):
+    if requires_grad and not dt.is_floating_point:
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
+
+
 def empty(*size, dtype=None, requires_grad=False, _zero=False, _fn="empty"):
     shape = _size(size, _fn)
     dt = _dtype_arg(dtype)
+    _creation_grad_check(dt, requires_grad)
     with E.lock:
         E.iargs[:len(shape)] = shape
         t = _wrap(E.call(core.new_tensor, dt.code, len(shape), _zero))
     if requires_grad:
+        _creation_grad_check(t.dtype, True)
         t.requires_grad_(True)
     return t
 
@@ -67,6 +75,7 @@ def _from_array(arr, dt, requires_grad):
         t = _wrap(E.call(core.new_tensor, dt.code, arr.ndim, False))
     _numpy_view(t)[...] = arr
     if requires_grad:
+        _creation_grad_check(t.dtype, True)
         t.requires_grad_(True)
     return t
 
@@ -116,6 +125,7 @@ def full(size, fill_value, dtype=None, requires_grad=False):
     t = empty(*_size((size,), "full"), dtype=dtype, _fn="full")
     _numpy_view(t)[...] = fill_value
     if requires_grad:
+        _creation_grad_check(t.dtype, True)
         t.requires_grad_(True)
     return t
 
@@ -125,6 +135,7 @@ def zeros(*size, dtype=None, requires_grad=False):
 
 
 def ones(*size, dtype=None, requires_grad=False):
+    _creation_grad_check(_dtype_arg(dtype), requires_grad)
     t = empty(*size, dtype=dtype, _fn="ones")
     _numpy_view(t)[...] = 1
     return t.requires_grad_(True) if requires_grad else t

@@ -19,6 +19,7 @@ __all__ = [  # noqa: F822  (the op spellings are installed from the op table at 
            "reciprocal", "flatten"]
 
 _ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
 
@@ -58,7 +59,7 @@ def _int_reduce(self, name, dim, keepdim):
     if name != "sum":
         raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: "
-                           f"{self.dtype.name.capitalize()}")
+                           f"{_TYPE_NAMES[self.dtype.name]}")
     a = _numpy_view(self)
     axis = None if dim is None else tuple(_dim(d, self.ndim, name) for d in
                                           (dim if isinstance(dim, (tuple, list)) else (dim,)))
@@ -108,7 +109,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     t = input if dtype is None else input.to(dtype)
     if not t.dtype.is_floating_point:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: {t.dtype.name.capitalize()}")
+                           f"a floating point or complex dtype. Got: {_TYPE_NAMES[t.dtype.name]}")
     return _reduce(t, "mean", dim, keepdim, 1)
 
 

@@ -34,12 +34,16 @@ def _contiguous_strides(shape):
     return st[::-1]
 
 
-def _view(t, opname, shape, strides, off, gst, goff):
+PIECE = 10      # int attribute holding which output of a split a view is (for messages)
+
+
+def _view(t, opname, shape, strides, off, gst, goff, piece=0):
     """A view of t with the given layout; gst/goff: where its elements sit in t's
     contiguous gradient."""
     nd = len(shape)
     fargs = [off, nd] + list(shape) + [0] * (L.MAXD - nd) + list(strides)
-    return _wrap(run(BY_NAME[opname], t._i, iargs=[goff] + list(gst), fargs=fargs))
+    iargs = [goff] + list(gst) + [0] * (PIECE - 1 - nd) + [piece]
+    return _wrap(run(BY_NAME[opname], t._i, iargs=iargs, fargs=fargs))
 
 
 # ---------------------------------------------------------------- basic views
@@ -67,7 +71,7 @@ def _int(x, fn):
     return int(x)
 
 
-def _slice(input, d, start, stop, step, opname="slice"):
+def _slice(input, d, start, stop, step, opname="slice", piece=0):
     shape, st, off = _layout(input)
     if step <= 0:
         raise ValueError("step must be greater than zero")
@@ -81,7 +85,7 @@ def _slice(input, d, start, stop, step, opname="slice"):
     gst = list(cst)
     gst[d] = cst[d] * step
     start = start if n else 0
-    return _view(input, opname, sh, nst, off + start * st[d], gst, start * cst[d])
+    return _view(input, opname, sh, nst, off + start * st[d], gst, start * cst[d], piece)
 
 
 def narrow(input, dim, start, length):
@@ -152,11 +156,11 @@ def split(tensor, split_size_or_sections, dim=0):
         k = _int(split_size_or_sections, "split")
         if k <= 0 and not (k == 0 and size == 0):
             raise RuntimeError(f"split expects split_size be non-negative, but got split_size={k}")
-        sizes = [k] * (size // k) + ([size % k] if size % k else []) if k else [0]
+        sizes = ([k] * (size // k) + ([size % k] if size % k else [])) if k and size else [0]
         op = "split"
     out, start = [], 0
-    for s in sizes:
-        out.append(_slice(tensor, d, start, start + s, 1, op))
+    for k, s in enumerate(sizes):
+        out.append(_slice(tensor, d, start, start + s, 1, op, k))
         start += s
     return tuple(out)
 
@@ -167,7 +171,9 @@ def chunk(input, chunks, dim=0):
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     d = _dim(dim, input.ndim, "chunk")
     size = input.shape[d]
-    return split(input, max(-(-size // chunks), 1 if size == 0 else 0) or 1, d)
+    if size == 0:           # PyTorch: `chunks` empty pieces
+        return tuple(_slice(input, d, 0, 0, 1, "split", k) for k in range(chunks))
+    return split(input, -(-size // chunks), d)
 
 
 # ---------------------------------------------------------------- x[key]
@@ -181,6 +187,8 @@ def _np_index(k, what="indices"):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         return _numpy_view(k)
     a = np.asarray(k)
+    if a.size == 0 and a.dtype.kind == "f":        # x[[]]
+        a = a.astype(np.int64)
     if a.dtype.kind == "f":
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if a.dtype == object:
@@ -193,24 +201,68 @@ def _numpy_key(key):
 
 
 def _positions(shape, key):
-    """Row-major offsets of x[key] into x, as NumPy indexes (bounds checked here)."""
+    """Row-major offsets of x[key] into x (bounds checked here). As in PyTorch, integers,
+    slices, None and Ellipsis apply first (a view), then the index tensors index that
+    view with NumPy's rules, which PyTorch shares from there on."""
     n = 1
     for s in shape:
         n *= s
+    ar = np.arange(n, dtype=np.int64).reshape(shape)
+    key = _numpy_key(key)
+    basic, rest = [], []
+    for k in key:
+        if isinstance(k, np.ndarray):
+            basic.append(slice(None))
+            rest.append(k)
+        elif k is Ellipsis or k is None or isinstance(k, slice):
+            basic.append(k)
+            rest.append(Ellipsis if k is Ellipsis else slice(None))
+        else:                                   # an integer: a select, gone from the view
+            basic.append(k)
     try:
-        return np.ascontiguousarray(np.arange(n, dtype=np.int64).reshape(shape)[_numpy_key(key)])
+        sub = ar[tuple(basic)]
+        _check_masks(sub.shape, rest)
+        return np.ascontiguousarray(sub[tuple(rest)])
     except IndexError as exc:
         raise IndexError(str(exc).replace("axis", "dimension")) from None
+
+
+def _check_masks(shape, rest):
+    nd = len(shape)
+    d = 0
+    for i, k in enumerate(rest):
+        if k is Ellipsis:
+            d += nd - sum(1 if not isinstance(x, np.ndarray) or x.dtype != np.bool_ else x.ndim
+                          for x in rest if x is not Ellipsis)
+            continue
+        if isinstance(k, np.ndarray) and k.dtype == np.bool_:
+            for j in range(k.ndim):
+                if d + j >= nd or k.shape[j] != shape[d + j]:
+                    raise IndexError(f"The shape of the mask {list(k.shape)} at index {j} does "
+                                     f"not match the shape of the indexed tensor {list(shape)} "
+                                     f"at index {d + j}")
+            d += k.ndim
+        else:
+            d += 1
 
 
 def _as_tuple(key):
     return key if isinstance(key, tuple) else (key,)
 
 
+def _scalar_index(k):
+    """A 0-d integer tensor indexes like an int (a view), as in PyTorch."""
+    if isinstance(k, Tensor) and k.ndim == 0 and k.dtype is D.int64:
+        return int(k.item())
+    return k
+
+
 def getitem(self, key):
     if isinstance(key, slice) and self.ndim:          # x[a:b:c]: always a slice, as PyTorch
+        if key.step == 0:
+            raise ValueError("slice step cannot be zero")
         return _slice(self, 0, key.start, key.stop, 1 if key.step is None else key.step)
-    key = _as_tuple(key)
+    key = tuple(_scalar_index(k) for k in _as_tuple(key))
     if any(_is_advanced(k) for k in key):
         return _advanced(self, key)
     t = self
@@ -220,25 +272,31 @@ def getitem(self, key):
         raise IndexError(f"too many indices for tensor of dimension {nd}")
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    d = 0
+    d = 0           # dim of the view built so far
+    od = 0          # dim of self (for messages)
     for k in key:
         if k is Ellipsis:
             d += nd - used
+            od += nd - used
         elif k is None:
             t = unsqueeze(t, d)
             d += 1
         elif isinstance(k, slice):
             step = 1 if k.step is None else _int(k.step, "slice")
+            if step == 0:
+                raise ValueError("slice step cannot be zero")
             start, stop, _ = slice(k.start, k.stop, step).indices(t.shape[d]) if step > 0 else (0, 0, 1)
             if step <= 0 or not (start == 0 and stop == t.shape[d] and step == 1):
                 t = _slice(t, d, k.start, k.stop, step)
             d += 1
+            od += 1
         elif isinstance(k, (numbers.Integral, Tensor)) and not isinstance(k, bool):
             i = _int(k, "index")
             size = t.shape[d]
             if not -size <= i < size:
-                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {size}")
+                raise IndexError(f"index {i} is out of bounds for dimension {od} with size {size}")
             t = select(t, d, i)
+            od += 1
         else:
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
                              f"byte Variables are valid indices (got {type(k).__name__})")
@@ -290,8 +348,10 @@ def index_select(input, dim, index):
     shape = list(input.shape) or [1]
     idx = _numpy_view(index).reshape(-1)
     size = shape[d]
-    bad = (idx < -size) | (idx >= size)
+    bad = (idx < 0) | (idx >= size)
     if bad.any():
+        if d == 0:
+            raise IndexError("index out of range in self")
         raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(idx[bad][0])} "
                            f"axis_dim={size}")
     pos = _row_positions(shape, d, idx)
@@ -317,11 +377,10 @@ def gather(input, dim, index):
                                f"dimension {d}")
     idx = _numpy_view(index)
     size = shape[d] if nd else 1
-    bad = (idx < -size) | (idx >= size)
+    bad = (idx < 0) | (idx >= size)
     if bad.any():
         raise RuntimeError(f"index {int(idx[bad].flat[0])} is out of bounds for dimension {d} "
                            f"with size {size}")
-    idx = np.where(idx < 0, idx + size, idx)
     cst = _contiguous_strides(shape)
     pos = np.zeros(ishape, np.int64)
     for k in range(nd):
@@ -354,6 +413,8 @@ def masked_fill(input, mask, value, _inplace=False):
         if value.ndim:
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but "
                                f"got tensor with {value.ndim} dimension(s).")
+        if value.requires_grad and not _inplace:    # the value gets a gradient too
+            return where(mask, value.to(input.dtype), input, _op="masked_fill_tensor")
         value = value.item()
     from ._promotion import from_array, bump_version
     if not input.dtype.is_floating_point:
@@ -431,7 +492,7 @@ def index_put_(self, indices, values, accumulate=False):
 
 
 # ---------------------------------------------------------------- where
-def where(condition, input=None, other=None):
+def where(condition, input=None, other=None, _op="where"):
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     from ._promotion import result_type, to, from_array
@@ -449,7 +510,7 @@ def where(condition, input=None, other=None):
                            f"{list(y.shape)} cannot be broadcast together") from None
     if not rt.is_floating_point:
         return from_array(np.where(_numpy_view(condition), _numpy_view(x), _numpy_view(y)))
-    return _wrap(run(BY_NAME["where"], x._i, y._i, c=condition._i,
+    return _wrap(run(BY_NAME[_op], x._i, y._i, c=condition._i,
                      fargs=[len(shape)] + list(shape)))
 
 

@@ -175,12 +175,21 @@ def clamp_(input, min=None, max=None):  # noqa: A002
     return clamp(input, min, max, _inplace=True)
 
 
+def _clamp_one(opname, input, bound):
+    _check(input, opname)
+    if isinstance(bound, Tensor):
+        bound = bound.item()
+    if not input.dtype.is_floating_point:
+        return clamp(input, **{opname[-3:]: bound})
+    return _unary_param(opname, input, float(bound))
+
+
 def clamp_min(input, min):  # noqa: A002
-    return clamp(input, min=min)
+    return _clamp_one("clamp_min", input, min)
 
 
 def clamp_max(input, max):  # noqa: A002
-    return clamp(input, max=max)
+    return _clamp_one("clamp_max", input, max)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -228,12 +237,12 @@ def _parse(equation, n):
     lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != n:
-        raise ValueError(f"einsum(): more operands were provided than specified in the "
-                         f"equation" if n > len(ins) else "einsum(): fewer operands were "
-                         "provided than specified in the equation")
+        raise RuntimeError("einsum(): more operands were provided than specified in the "
+                           "equation" if n > len(ins) else "einsum(): fewer operands were "
+                           "provided than specified in the equation")
     for s in ins + [out]:
         if not all(c.isalpha() for c in s):
-            raise ValueError(f"einsum(): invalid subscript given in the equation: {equation!r}")
+            raise RuntimeError(f"einsum(): invalid subscript given in the equation: {equation!r}")
     if not arrow:
         counts = {}
         for s in ins:
@@ -241,11 +250,11 @@ def _parse(equation, n):
                 counts[c] = counts.get(c, 0) + 1
         out = "".join(sorted(c for c, k in counts.items() if k == 1))
     if len(set(out)) != len(out):
-        raise ValueError("einsum(): output subscript appears more than once in the output")
+        raise RuntimeError("einsum(): output subscript appears more than once in the output")
     for c in out:
         if not any(c in s for s in ins):
-            raise ValueError(f"einsum(): output subscript {c} does not appear in the equation "
-                             "for any input operand")
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation "
+                               "for any input operand")
     return ins, out
 
 
@@ -297,7 +306,7 @@ def einsum(equation, *operands):
         if len(s) != t.ndim:
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(s)}) "
                                f"does not match the number of dimensions ({t.ndim}) for "
-                               "operand {ins.index(s)}")
+                               f"operand {ins.index(s)}")
         if len(set(s)) != len(s):
             raise NotImplementedError("einsum(): a repeated subscript in one operand "
                                       "(a diagonal) is not supported")

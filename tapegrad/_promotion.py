@@ -129,6 +129,16 @@ def _array(x):
 
 def binary(method, opname, a, b):
     """A binary op whose operands' dtypes differ or are not float: PyTorch's promotion."""
+    if opname in ("sub", "rsub"):
+        bools = [x for x in (a, b) if (x.dtype is D.bool_ if isinstance(x, Tensor)
+                                       else isinstance(x, (bool, np.bool_)))]
+        if len(bools) == 2:
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                               "supported. Use the `^` or `logical_xor()` operator instead.")
+        if bools:
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                               "supported. If you are trying to invert a mask, use the `~` or "
+                               "`logical_not()` operator instead.")
     rt = result_type(a, b)
     if opname == "div" and not rt.is_floating_point:
         rt = D.float32                      # true division
@@ -136,17 +146,32 @@ def binary(method, opname, a, b):
         a2 = to(a, rt)
         b2 = to(b, rt) if isinstance(b, Tensor) else b
         return method(a2, b2)
-    if rt is D.bool_ and opname in ("sub", "rsub"):
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
-                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if rt is D.bool_ and (opname.startswith("pow") or opname == "rpow"):
+        if isinstance(b if opname == "rpow" else a, Tensor) and isinstance(
+                a if opname == "rpow" else b, Tensor) or opname == "rpow":
+            raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+        x, y = (_array(b), _array(a)) if opname == "rpow" else (_array(a), _array(b))
+        return from_array(np.power(np.asarray(x, np.int64), np.asarray(y, np.int64))
+                          .astype(np.bool_))
     if opname in _REFLECTED:
         res = _REFLECTED[opname](_array(b), _array(a))
     else:
         x, y = _array(a), _array(b)
         if opname.startswith("pow") and np.any(np.asarray(y) < 0):
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
-        res = _NUMPY_BINARY[opname](x, y)
+            if not isinstance(b, Tensor):
+                raise RuntimeError("Integers to negative integer powers are not allowed.")
+            res = _int_pow(x, y)
+        else:
+            res = _NUMPY_BINARY[opname](x, y)
     return from_array(np.asarray(res, dtype=rt.np))
+
+
+def _int_pow(x, y):
+    """Integer powers with negative exponents, as PyTorch computes them: 1 and -1 keep
+    their magnitude, everything else truncates to 0."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.int64), np.asarray(y, np.int64))
+    neg = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
+    return np.where(y < 0, neg, np.power(x, np.maximum(y, 0)))
 
 
 def inplace(method, opname, a, b):
@@ -174,7 +199,8 @@ def bump_version(t):
 
 
 _KEEP_INT = {"neg", "abs", "sign", "clone", "relu", "floor", "ceil", "round"}
-_NUMPY_UNARY = {"neg": np.negative, "abs": np.abs, "sign": np.sign, "clone": np.copy,
+_NUMPY_UNARY = {"neg": np.negative, "abs": np.abs, "clone": np.copy,
+                "sign": lambda a: a.copy() if a.dtype == np.bool_ else np.sign(a),
                 "relu": lambda a: np.maximum(a, 0), "floor": np.copy, "ceil": np.copy,
                 "round": np.copy}
 
@@ -183,17 +209,34 @@ def unary(method, opname, a):
     """A float op on an int/bool tensor: int-preserving ops stay integer (NumPy computes
     them), the rest compute in the default float dtype, as in PyTorch."""
     if opname in _KEEP_INT:
-        if a.dtype is D.bool_ and opname in ("neg", "abs", "relu"):
-            raise RuntimeError(f"{opname}: not implemented for bool tensors")
+        if a.dtype is D.bool_ and opname == "neg":
+            raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                               "If you are trying to invert a mask, use the `~` or "
+                               "`logical_not()` operator instead.")
+        if a.dtype is D.bool_ and opname in ("abs", "relu"):
+            raise NotImplementedError(f"\"{opname}_cpu\" not implemented for 'Bool'")
         return from_array(np.asarray(_NUMPY_UNARY[opname](_numpy_view(a)), dtype=a.dtype.np))
     return method(to(a, D.float32))
 
 
 # ---------------------------------------------------------------- no-gradient ops
+def _broadcast_check(a, b):
+    if isinstance(b, Tensor):
+        sa, sb = list(a.shape), list(b.shape)
+        nd = max(len(sa), len(sb))
+        for d in range(nd - 1, -1, -1):
+            x = sa[d - (nd - len(sa))] if d - (nd - len(sa)) >= 0 else 1
+            y = sb[d - (nd - len(sb))] if d - (nd - len(sb)) >= 0 else 1
+            if x != y and x != 1 and y != 1:
+                raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b "
+                                   f"({y}) at non-singleton dimension {d}")
+
+
 def _compare(ufunc, name):
     def method(self, other):
         if not (isinstance(other, Tensor) or _is_scalar(other)):
             return NotImplemented
+        _broadcast_check(self, other)
         return from_array(ufunc(_numpy_view(self), _array(other)))
     method.__name__ = name
     return method

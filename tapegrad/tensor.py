@@ -121,7 +121,8 @@ class Tensor:
                 ("" if flag else " If you want to use a computed variable in a subgraph that "
                  "doesn't require differentiation use var_no_grad = var.detach()."))
         if flag and not self.dtype.is_floating_point:
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               "gradients")
         if flag:
             m[L.M_FLAGS] |= L.FL_REQ
             _LEAVES[self._i] = self
@@ -131,6 +132,8 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         if requires_grad and E.meta[self._i, L.M_ROW] >= 0:
             return self         # a non-leaf with history already requires grad
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
         return self
 
@@ -212,6 +215,31 @@ class Tensor:
         """Shares storage, not the version counter: changes through .data are invisible
         to autograd (as in PyTorch; prefer detach(), which keeps the check)."""
         return _wrap(E.call(core.data_alias, self._i))
+
+    @data.setter
+    def data(self, value):
+        """Make this (leaf) tensor a view of value's storage, keeping the Python object
+        (and its requires_grad): what Module.to(dtype) and optimizers rely on."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        if E.meta[self._i, L.M_ROW] >= 0:
+            raise RuntimeError("data can only be assigned to a leaf tensor")
+        req = self.requires_grad
+        grad = self.grad
+        new = E.call(core.detach, value._i)
+        old = self._i
+        self._i = new
+        self._gw = None
+        try:
+            del self._shape
+        except AttributeError:
+            pass
+        if req:
+            E.meta[new, L.M_FLAGS] |= L.FL_REQ
+            _LEAVES[new] = self
+        E.release(old)
+        if grad is not None and grad.shape == self.shape:
+            self.grad = grad.to(self.dtype)
 
     # ------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -366,6 +394,18 @@ def op_error(exc, op, a, b):
     if code == L.E_LEAF_INPLACE:
         return RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                             "operation.")
+    if code in (L.E_VIEW_INPLACE, L.E_LEAF_INPLACE) and E.meta[a, L.M_ROW] >= 0:
+        row = int(E.meta[a, L.M_ROW])
+        src = OPS[int(E.tape[row, L.R_OP])].name
+        multi = {"split": "Split", "split_with_sizes": "SplitWithSizes", "unbind": "Unbind"}
+        if src in multi:
+            k = (int(E.tape[row, L.R_IATTR + 10]) if src != "unbind"
+                 else int(E.meta[a, L.M_OIDX]))
+            return RuntimeError(f"Output {k} of {multi[src]} is a view and is being modified "
+                                "inplace. This view is the output of a function that returns "
+                                "multiple views. Such functions do not allow the output views "
+                                "to be modified inplace. You should replace the inplace "
+                                "operation by an out-of-place one.")
     if code == L.E_VIEW_INPLACE:
         if E.meta[a, L.M_FLAGS] & L.FL_VIEWLEAF:
             return RuntimeError("a view of a leaf Variable that requires grad is being used "
@@ -469,15 +509,20 @@ def _f64_bits(x):
 def _binary_method(op, reflected=None):
     """Method for a binary op; reflected: the op to run when a scalar is on the left."""
     code = op.opcode
+    scalars = _SCALARS if op.name not in ("sub", "rsub") else (float, int)
 
     def method(self, other):
-        if other.__class__ is Tensor:
+        if other.__class__ is Tensor or isinstance(other, Tensor):     # (or a Parameter)
             r = _OP(_CADDR, code, self._i, other._i, 0.0, GRAD_MODE[0])
             b = other._i
-        elif other.__class__ in _SCALARS or _is_scalar(other):
+        elif other.__class__ in scalars or (_is_scalar(other) and not (
+                scalars is not _SCALARS and isinstance(other, (bool, np.bool_)))):
             r = _OP(_CADDR, code, self._i, -1, float(other), GRAD_MODE[0])
             b = -1
         else:
+            if isinstance(other, (bool, np.bool_)):     # x - True: PyTorch refuses
+                from . import _promotion
+                return _promotion.binary(method, op.name, self, other)
             return NotImplemented
         if r < 0:
             if _mixed(self._i, b):
@@ -505,7 +550,7 @@ def _inplace_method(op, name):
     def method(self, other=None):
         if other is None:
             b, s = -1, 0.0
-        elif other.__class__ is Tensor:
+        elif other.__class__ is Tensor or isinstance(other, Tensor):
             b, s = other._i, 0.0
         elif other.__class__ in _SCALARS or _is_scalar(other):
             b, s = -1, float(other)
@@ -540,7 +585,7 @@ def _unary_method(op):
 
 
 def _pow(self, exponent):
-    if exponent.__class__ is Tensor:
+    if isinstance(exponent, Tensor):
         return _POW_T(self, exponent)
     return _POW_S(self, exponent)
 

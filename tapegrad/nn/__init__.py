@@ -1,2 +1,8 @@
-"""tapegrad.nn: layers and losses (PyTorch spelling)."""
-from . import functional  # noqa: F401
+"""tapegrad.nn: modules, parameters, layers and losses (PyTorch spelling)."""
+from . import functional, init  # noqa: F401
+from .parameter import Parameter  # noqa: F401
+from .module import Module  # noqa: F401
+from .layers import (Sequential, ModuleList, ModuleDict, Identity, Linear, Flatten,  # noqa: F401
+                     ReLU, Tanh, Sigmoid, GELU, LeakyReLU, Softplus, Softmax, LogSoftmax,
+                     Dropout, Embedding, LayerNorm, BatchNorm1d, MSELoss, L1Loss, HuberLoss,
+                     SmoothL1Loss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss)

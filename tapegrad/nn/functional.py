@@ -16,7 +16,7 @@ from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: 
 from .._promotion import result_type, to, from_array
 from ..tensor import Tensor, run, _wrap, _numpy_view
 from ..ops.registry import BY_NAME
-from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS
+from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -66,11 +66,9 @@ def _pair(input, target, fn, strict=False):
                       f"size ({_size(input)}). This will likely lead to incorrect results due "
                       "to broadcasting. Please ensure they have the same size.", UserWarning,
                       stacklevel=3)
-        try:
-            shape = np.broadcast_shapes(tuple(input.shape), tuple(target.shape))
-        except ValueError:
-            raise RuntimeError(f"The size of tensor a ({_size(input)}) must match the size of "
-                               f"tensor b ({_size(target)})") from None
+        from .._promotion import _broadcast_check
+        _broadcast_check(input, target)
+        shape = np.broadcast_shapes(tuple(input.shape), tuple(target.shape))
         input, target = input.expand(shape), target.expand(shape)
     rt = result_type(input, target)
     if not rt.is_floating_point:
@@ -87,9 +85,27 @@ def _pointwise(opname, kind, input, target, reduction, s=0.0, weight=None, stric
     x, y = _pair(input, target, opname, strict)
     w = -1
     if weight is not None:
-        weight = to(weight, x.dtype).expand(x.shape)
+        weight = _broadcast_weight(weight, x, opname, "weight")
         w = weight._i
     return _wrap(run(BY_NAME[opname], x._i, y._i, s=s, c=w, iargs=(red, kind)))
+
+
+def _broadcast_weight(weight, x, opname, what):
+    """weight (no gradient) in x's dtype and shape, with PyTorch's messages."""
+    from .._promotion import _broadcast_check
+    weight = to(weight, x.dtype).detach()
+    try:
+        np.broadcast_shapes(tuple(weight.shape), tuple(x.shape))
+    except ValueError:
+        if opname == "binary_cross_entropy":
+            raise RuntimeError(f"Attempting to broadcast a dimension of length "
+                               f"{weight.shape[-1]} at -1! Mismatching argument at index 1 had "
+                               f"{_size(weight)}; but expected shape should be broadcastable "
+                               f"to {list(x.shape)}") from None
+        if what == "pos_weight":
+            _broadcast_check(weight, x)
+        _broadcast_check(x, weight)
+    return weight.expand(x.shape)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -114,6 +130,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _reduction(reduction, size_average, reduce)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:                   # PyTorch computes l1_loss then
+        return l1_loss(input, target, reduction=reduction)
     return _pointwise("smooth_l1_loss", SMOOTH_L1, input, target, reduction, float(beta))
 
 
@@ -135,11 +153,13 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     name = "binary_cross_entropy_with_logits"
     if pos_weight is None:
         return _pointwise(name, BCE_LOGITS, input, target, reduction, weight=weight)
+    pw = _broadcast_weight(pos_weight, input, name, "pos_weight")
     if weight is None:
-        return _pointwise(name, BCE_LOGITS_POS, input, target, reduction, weight=pos_weight)
-    loss = _pointwise(name, BCE_LOGITS_POS, input, target, "none", weight=pos_weight)
-    loss = loss * to(weight, loss.dtype)
-    return loss if red == 0 else (loss.mean() if red == 1 else loss.sum())
+        return _pointwise(name, BCE_LOGITS_POS, input, target, reduction, weight=pw)
+    from .._indexing import stack
+    both = stack([_broadcast_weight(weight, input, name, "weight"), pw]).contiguous()
+    x, y = _pair(input, target, name)
+    return _wrap(run(BY_NAME[name], x._i, y._i, c=both._i, iargs=(red, BCE_LOGITS_BOTH)))
 
 
 def _class_layout(input, target, fn):
@@ -188,6 +208,8 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, sm
         w = weight._i
     x = input.contiguous()
     tt = from_array(t)
+    if input.ndim == 4:
+        opname += "2d"
     return _wrap(run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
                      iargs=(red, kind, int(ignore_index), n, c, d, int(w >= 0)),
                      fargs=[len(out_shape)] + out_shape if red == 0 else [0]))
@@ -227,12 +249,11 @@ def _cross_entropy_probs(input, target, weight, red, eps):
         shape = [1] * input.ndim
         shape[cdim] = c
         prod = prod * to(weight, logp.dtype).reshape(shape)
-    loss = -prod.sum(cdim)
     if red == 0:
-        return loss
+        return -prod.sum(cdim)
     if red == 2:
-        return loss.sum()
-    return loss.sum() / (input.numel() / c)
+        return -prod.sum()
+    return -prod.sum() / (input.numel() / c)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -247,3 +268,78 @@ def one_hot(tensor, num_classes=-1):
 
 
 del L
+
+
+# ---------------------------------------------------------------- layers' functions
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes elements with probability p (tapegrad's seeded generator), scales the rest by
+    1 / (1 - p); the identity when not training."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    from .._creation import _GEN
+    keep = _GEN[0].random(tuple(input.shape)) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    mask = from_array((keep * scale).astype(input.dtype.np))
+    return input * mask
+
+
+def embedding(input, weight, padding_idx=None):
+    if not isinstance(input, Tensor) or input.dtype is not D.int64:
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
+                           "following scalar types: Long; but got "
+                           f"{getattr(input, 'dtype', type(input).__name__)} instead")
+    rows = weight[input]
+    if padding_idx is not None:     # the padding row's value, but never a gradient
+        pad = (input == padding_idx).unsqueeze(-1)
+        rows = rows.detach().where(pad, rows) if rows.requires_grad else rows
+    return rows
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    ns = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
+    d = len(ns)
+    if tuple(input.shape[input.ndim - d:]) != ns or input.ndim < d:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*, {', '.join(map(str, ns))}], but got input of size"
+                           f"{list(input.shape)}")
+    x = input.reshape(*input.shape[:input.ndim - d], -1) if d != 1 else input
+    xc = x - x.mean(-1, keepdim=True)
+    y = xc / ((xc * xc).mean(-1, keepdim=True) + eps).sqrt()
+    if d != 1:
+        y = y.reshape(input.shape)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    from ..autograd import no_grad
+    c = input.shape[1]
+    dims = (0,) if input.ndim == 2 else (0, 2)
+    shape = (1, c) if input.ndim == 2 else (1, c, 1)
+    n = input.numel() // c if c else 0
+    if training:
+        if n <= 1:
+            raise ValueError("Expected more than 1 value per channel when training, got input "
+                             f"size tapegrad.Size({list(input.shape)})")
+        mean = input.mean(dims)
+        xc = input - mean.reshape(shape)
+        var = (xc * xc).mean(dims)
+        if running_mean is not None:
+            with no_grad():
+                running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
+                running_var.mul_(1 - momentum).add_(var.detach() * (momentum * n / (n - 1)))
+    else:
+        xc = input - running_mean.reshape(shape)
+        var = running_var
+    y = xc / (var.reshape(shape) + eps).sqrt()
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y

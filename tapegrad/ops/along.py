@@ -411,7 +411,10 @@ def var_bwd(caddr, row):
         for j in range(m):
             mean += X[xb[k] + j * xstep]
         mean /= m
-        c = 2.0 * G[k] / dof if not is_std else G[k] / (dof * S[k])
+        if is_std:
+            c = G[k] / (dof * S[k]) if S[k] != 0.0 else 0.0    # PyTorch masks std == 0
+        else:
+            c = 2.0 * G[k] / dof
         for j in range(m):
             GA[b[k] + j * step] = c * (X[xb[k] + j * xstep] - mean)
     _accumulate(dt, ga, GA)
@@ -508,7 +511,9 @@ def norm_bwd(caddr, row):
             continue
         for j in range(m):
             x = X[xb[k] + j * xstep]
-            if ord_ == 1.0:
+            if x == 0.0:
+                v = 0.0         # PyTorch's masked gradient at a zero element
+            elif ord_ == 1.0:
                 v = np.sign(x)
             elif ord_ == 2.0:
                 v = x / nk if nk != 0.0 else 0.0

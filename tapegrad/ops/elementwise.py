@@ -50,9 +50,14 @@ unary("zero_", "ZeroBackward0", "zero", "zero")
 unary("fill_", "FillBackward2", "s", "zero")
 
 # s and s2 are the lower and upper bound (-inf / inf when absent); NaN stays NaN
-unary("clamp", "ClampBackward1", "a if a != a else min(max(a, s), s2)",
+unary("clamp", "ClampBackward1",
+      "a if a != a else (s if s != s else (s2 if s2 != s2 else min(max(a, s), s2)))",
       "g if (a >= s and a <= s2) else zero", method=False)
-unary("sign", "SignBackward0", "sign(a)", "zero")
+unary("clamp_min", "ClampMinBackward0", "a if a != a else (s if s != s else max(a, s))",
+      "g if a >= s else zero", method=False)
+unary("clamp_max", "ClampMaxBackward0", "a if a != a else (s if s != s else min(a, s))",
+      "g if a <= s else zero", method=False)
+unary("sign", "SignBackward0", "zero if a != a else sign(a)", "zero")
 unary("floor", "FloorBackward0", "floor(a)", "zero")
 unary("ceil", "CeilBackward0", "ceil(a)", "zero")
 unary("round", "RoundBackward0", "rint(a)", "zero")         # half to even, as PyTorch
@@ -70,12 +75,13 @@ unary("gelu_tanh", "GeluBackward0",
 # s = beta, s2 = threshold
 unary("softplus", "SoftplusBackward0", "a if a * s > s2 else log1p(exp(a * s)) / s",
       "g if a * s > s2 else g / (one + exp(-(a * s)))", method=False)
+# PyTorch's where(a == b, g / 2, g).masked_fill(a < b, 0): a NaN operand passes g to both
 binary("maximum", "MaximumBackward0", "a if (a != a or a > b) else b",
-       "g if a > b else (g * half if a == b else zero)",
-       "g if b > a else (g * half if a == b else zero)")
+       "zero if a < b else (g * half if a == b else g)",
+       "zero if a > b else (g * half if a == b else g)")
 binary("minimum", "MinimumBackward0", "a if (a != a or a < b) else b",
-       "g if a < b else (g * half if a == b else zero)",
-       "g if b < a else (g * half if a == b else zero)")
+       "zero if a > b else (g * half if a == b else g)",
+       "zero if a < b else (g * half if a == b else g)")
 # b is the mask as 0/1 in the operands' dtype, s the fill value
 binary("masked_fill", "MaskedFillBackward0", "s if b != zero else a",
        "zero if b != zero else g", None)

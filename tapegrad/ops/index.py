@@ -303,3 +303,6 @@ _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3,
           {0: ("b",), 2: ("b",)})
 _index_op("where", "WhereBackward0", "where_fwd", "where_bwd", 3, (0, 1),
           {0: ("c",), 1: ("c",)})
+# masked_fill with a 0-d value that requires grad: where(mask, value, x)
+_index_op("masked_fill_tensor", "MaskedFillBackward1", "where_fwd", "where_bwd", 3, (0, 1),
+          {0: ("c",), 1: ("c",)})

@@ -25,7 +25,7 @@ from .registry import OpDef, register
 _M = __name__
 FV = 16
 NONE, MEAN, SUM = 0, 1, 2
-MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS = 0, 1, 2, 3, 4, 5
+MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH = 0, 1, 2, 3, 4, 5, 6
 
 
 @jit
@@ -58,8 +58,9 @@ def _softplus_neg(x):
 
 
 @jit
-def _pointwise(kind, x, y, w, s):
-    """(loss, d loss / dx, d loss / dy) of one element."""
+def _pointwise(kind, x, y, w, pw, s):
+    """(loss, d loss / dx, d loss / dy) of one element; w the weight, pw the positive
+    weight (BCE_LOGITS_POS, BCE_LOGITS_BOTH)."""
     if kind == MSE:
         d = x - y
         return d * d, 2.0 * d, -2.0 * d
@@ -79,14 +80,28 @@ def _pointwise(kind, x, y, w, s):
         lx = _log_clamped(x)
         l1x = _log_clamped(1.0 - x)
         loss = -w * (y * lx + (1.0 - y) * l1x)
-        return loss, w * (x - y) / max((1.0 - x) * x, 1e-12), w * (l1x - lx)
+        # the target's gradient is PyTorch's -logit(x), unclamped (infinite at 0 and 1)
+        return (loss, w * (x - y) / max((1.0 - x) * x, 1e-12),
+                w * (math.log(1.0 - x) - math.log(x)))
     sig = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
     if kind == BCE_LOGITS:
         return w * ((1.0 - y) * x + _softplus_neg(x)), w * (sig - y), -w * x
-    # BCE_LOGITS_POS: w is the positive weight
-    c = 1.0 + (w - 1.0) * y
-    return ((1.0 - y) * x + c * _softplus_neg(x), c * sig - w * y,
-            -x + (w - 1.0) * _softplus_neg(x))
+    c = 1.0 + (pw - 1.0) * y
+    return (w * ((1.0 - y) * x + c * _softplus_neg(x)), w * (c * sig - pw * y),
+            w * (-x + (pw - 1.0) * _softplus_neg(x)))
+
+
+@jit
+def _weights(kind, W, present, j, n):
+    """(weight, positive weight) of element j: the third input holds the weight, the
+    positive weight (BCE_LOGITS_POS), or both stacked (BCE_LOGITS_BOTH)."""
+    if not present:
+        return 1.0, 1.0
+    if kind == BCE_LOGITS_POS:
+        return 1.0, W[j]
+    if kind == BCE_LOGITS_BOTH:
+        return W[j], W[n + j]
+    return W[j], 1.0
 
 
 def pointwise_fwd(caddr, row):
@@ -113,7 +128,8 @@ def pointwise_fwd(caddr, row):
                 return E_VALUE
     L = np.empty(n, np.float64)
     for j in range(n):
-        L[j] = _pointwise(kind, X[j], Y[j], W[j] if w >= 0 else 1.0, s)[0]
+        wj, pj = _weights(kind, W, w >= 0, j, n)
+        L[j] = _pointwise(kind, X[j], Y[j], wj, pj, s)[0]
     if red == NONE:
         nd = M[x, M_NDIM]
         out = meta_contiguous(C, dt, nd, M[x, M_SHAPE:M_SHAPE + nd].copy(), False)
@@ -154,7 +170,8 @@ def pointwise_bwd(caddr, row):
     GY = np.zeros(n, np.float64)
     for j in range(n):
         g = G[j] if red == NONE else (G[0] / n if red == MEAN else G[0])
-        l, dx, dy = _pointwise(kind, X[j], Y[j], W[j] if sw >= 0 else 1.0, s)
+        wj, pj = _weights(kind, W, sw >= 0, j, n)
+        l, dx, dy = _pointwise(kind, X[j], Y[j], wj, pj, s)
         GX[j] = g * dx
         GY[j] = g * dy
     if gx != 0:
@@ -322,3 +339,6 @@ _loss("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0
       "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
 _loss("nll_loss", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")})
 _loss("cross_entropy", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")})
+# PyTorch's names for (N, C, H, W) inputs
+_loss("nll_loss2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")})
+_loss("cross_entropy2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")})
