@@ -113,7 +113,9 @@ def from_numpy(arr):
         E.iargs[:arr.ndim] = arr.shape
         E.iargs[arr.ndim:2 * arr.ndim] = [s // dt.itemsize for s in st]
         i = E.call(core.adopt, arr.ctypes.data, nbytes, dt.code, arr.ndim, 0)
-        E.flush()                       # forget arrays whose tensors are gone
+        # forget arrays whose tensors are gone *before* recording this one: the storage
+        # id may be a recycled one whose release is still queued
+        E.flush()
         E.ext[int(E.meta[i, L.M_SID])] = arr
     return _wrap(i)
 

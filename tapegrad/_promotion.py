@@ -104,9 +104,18 @@ def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
 
 
 def from_array(arr):
-    from ._creation import _from_array
+    """A new tensor holding a NumPy result: the fresh array is adopted, not copied."""
+    from ._creation import from_numpy
     arr = np.asarray(arr)
-    return _from_array(arr, D.from_numpy_dtype(arr.dtype), False)
+    if arr.dtype not in _ADOPTABLE:
+        arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)
+    if not arr.flags.c_contiguous or not arr.flags.writeable or arr.base is not None:
+        arr = arr.copy()            # (np.ascontiguousarray would make 0-d arrays 1-d)
+    return from_numpy(arr)
+
+
+_ADOPTABLE = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64),
+              np.dtype(np.bool_)}
 
 
 def _caster(dtype):

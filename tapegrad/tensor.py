@@ -362,17 +362,22 @@ class _Export:
     __slots__ = ("__array_interface__", "tensor")
 
 
+_TYPESTR = tuple(d.np.str for d in D.BY_CODE)
+_ITEMSIZE = tuple(d.itemsize for d in D.BY_CODE)
+
+
 def _numpy_view(t):
-    m = E.meta[t._i]
-    dt = D.BY_CODE[m[L.M_DTYPE]]
-    nd = int(m[L.M_NDIM])
-    addr = int(E.stor[m[L.M_SID], L.S_ADDR] + m[L.M_OFF] * dt.itemsize)
+    m = E.meta[t._i].tolist()           # one conversion, then plain ints
+    code = m[L.M_DTYPE]
+    isz = _ITEMSIZE[code]
+    nd = m[L.M_NDIM]
     ex = _Export()
     ex.tensor = t
     ex.__array_interface__ = {
-        "data": (addr, False), "typestr": dt.np.str, "version": 3,
-        "shape": tuple(m[L.M_SHAPE:L.M_SHAPE + nd].tolist()),
-        "strides": tuple((m[L.M_STRIDE:L.M_STRIDE + nd] * dt.itemsize).tolist())}
+        "data": (int(E.stor[m[L.M_SID], L.S_ADDR]) + m[L.M_OFF] * isz, False),
+        "typestr": _TYPESTR[code], "version": 3,
+        "shape": tuple(m[L.M_SHAPE:L.M_SHAPE + nd]),
+        "strides": tuple(x * isz for x in m[L.M_STRIDE:L.M_STRIDE + nd])}
     return np.asarray(ex)
 
 

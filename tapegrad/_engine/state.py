@@ -84,6 +84,15 @@ class Engine:
         with kernel_cache(engine=True):
             self.op = _entry(core.op_entry, _OP_SIG)
             self.sweep = _entry(core.sweep, _SWEEP_SIG)
+            # the creation calls, through their C entry points too (a Numba dispatcher
+            # costs 3-5 us per call; these run once per tensor made)
+            self.entries = {fn: _entry(fn, sig) for fn, sig in (
+                (core.new_tensor, "int64(int64, int64, int64, boolean)"),
+                (core.adopt, "int64(int64, int64, int64, int64, int64, int64)"),
+                (core.detach, "int64(int64, int64)"),
+                (core.data_alias, "int64(int64, int64)"),
+                (core.contiguous_copy, "int64(int64, int64)"),
+                (core.drain_queue, "int64(int64)"))}
 
     # ------------------------------------------------------------ tables
     def _grow(self, which, newcap=None):
@@ -108,7 +117,10 @@ class Engine:
             self.fattr = fattr
             self.ctx[L.C_FATTR] = fattr.ctypes.data
         if which == "stor":
-            self.extq = np.zeros(n1, np.int64)
+            extq = np.zeros(n1, np.int64)
+            if getattr(self, "extq", None) is not None:
+                extq[:n0] = self.extq          # queued releases survive the growth
+            self.extq = extq
             self.ctx[L.C_EXTQ] = self.extq.ctypes.data
         work = self.meta.shape[0] + self.stor.shape[0] + self.tape.shape[0] + 16
         if getattr(self, "work", None) is None or len(self.work) < work:
@@ -169,6 +181,7 @@ class Engine:
 
     def call(self, fn, *args):
         """Call an engine kernel that may need room, retrying after growth."""
+        fn = self.entries.get(fn, fn)
         with self.lock:
             while True:
                 self.reserve_args(0)
@@ -186,7 +199,7 @@ class Engine:
 
     def flush(self):
         """Release queued ids now, and let go of adopted NumPy arrays no tensor uses."""
-        core.drain_queue(self.caddr)
+        self.entries[core.drain_queue](self.caddr)
         n = int(self.ctx[L.C_EXTN])
         if n:
             for sid in self.extq[:n].tolist():

@@ -194,10 +194,11 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, sm
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
     n, c, d, out_shape = _class_layout(input, target, fn)
-    t = np.ascontiguousarray(_numpy_view(target), dtype=np.int64).reshape(-1)
-    bad = ((t < 0) | (t >= c)) & (t != ignore_index)
-    if bad.any():
-        raise IndexError(f"Target {int(t[bad][0])} is out of bounds.")
+    t = _numpy_view(target)
+    if t.size and (t.min() < 0 or t.max() >= c):
+        bad = ((t < 0) | (t >= c)) & (t != ignore_index)
+        if bad.any():
+            raise IndexError(f"Target {int(t[bad].flat[0])} is out of bounds.")
     w = -1
     if weight is not None:
         if not isinstance(weight, Tensor) or weight.ndim != 1 or weight.shape[0] != c:
@@ -207,7 +208,7 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, sm
         weight = to(weight, input.dtype).contiguous()
         w = weight._i
     x = input.contiguous()
-    tt = from_array(t)
+    tt = target.contiguous()            # the kernel reads the targets as one flat run
     if input.ndim == 4:
         opname += "2d"
     return _wrap(run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
