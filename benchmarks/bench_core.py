@@ -9,8 +9,9 @@ has what it uses and raises NotImplementedError otherwise (asv then skips it), s
 older checkouts still load. Note on units: asv re-runs ``setup`` before every timed
 call when a class has one, so microsecond-scale work is batched inside the benchmark
 (``OPS`` ops per call): divide asv's number by ``OPS`` for the time per op.
-Only tapegrad's basic PyTorch-style surface is used (creation, arithmetic, unary ops,
-reductions, matmul, backward, no_grad, in-place sub_): no nn/optim.
+Mostly tapegrad's basic PyTorch-style surface (creation, arithmetic, unary ops,
+reductions, matmul, backward, no_grad, in-place sub_); MLPStepCE and OpsMix use
+nn.functional and the indexing ops, and skip on checkouts that lack them.
 """
 import os
 import subprocess
@@ -282,8 +283,7 @@ class ColdStart:
     number = 1
     repeat = 1
     FIRST_BACKWARD = WarmStart.CODE
-    DEMO_KERNELS = ("import tapegrad as tg; from tapegrad.__main__ import train, two_moons; "
-                    "train(tg, *two_moons(64), steps=2, lr=0.5)")
+    DEMO_KERNELS = "from tapegrad.__main__ import main; main(['demo', '--steps', '2'])"
 
     def setup(self):
         _need("ones", "Tensor.backward")

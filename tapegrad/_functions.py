@@ -10,6 +10,14 @@ from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE
 from .tensor import Tensor, E, run, _wrap, _dim, _OP, _CADDR
+
+
+def _rebind():
+    global _OP
+    _OP = E.op
+
+
+E.on_ready.append(_rebind)
 from .ops.registry import BY_NAME, OPS
 
 __all__ = [  # noqa: F822  (the op spellings are installed from the op table at import)

@@ -23,6 +23,15 @@ E = engine()
 _CADDR = E.caddr
 _OP = E.op
 _SWEEP = E.sweep
+
+
+def _rebind():
+    """The engine compiled its entry points: call them directly from now on."""
+    global _OP, _SWEEP
+    _OP, _SWEEP = E.op, E.sweep
+
+
+E.on_ready.append(_rebind)
 _RELQ_MV, _RELQ_SLOT = E.relq_mv, E.relq_slot
 assert len(E.relq) == 4096          # the ring index mask in __del__
 _new = object.__new__
@@ -237,6 +246,8 @@ class Tensor:
         if req:
             E.meta[new, L.M_FLAGS] |= L.FL_REQ
             _LEAVES[new] = self
+        from .autograd.function import move_leaf_hooks
+        move_leaf_hooks(old, new)
         E.release(old)
         if grad is not None and grad.shape == self.shape:
             self.grad = grad.to(self.dtype)
@@ -254,13 +265,23 @@ class Tensor:
                     ia = E.iargs
                     ia[0] = i
                     ia[1] = -1
-                    if _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph)) >= 0:
+                    r = _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
+                    if r >= 0 and not _LEAF_HOOKS:
                         return
+                    if r >= 0 or r == L.E_CALLBACK:
+                        r = _drive(r, bool(retain_graph))
+                        if r >= 0:
+                            return
+                        from .autograd import _sweep_error
+                        raise _sweep_error(r, E.err.copy())
         _backward([self], None if gradient is None else [gradient], retain_graph,
                   create_graph, inputs)
 
     def detach(self):
         return _wrap(E.call(core.detach, self._i))
+
+    def register_hook(self, hook):
+        return _register_hook(self, hook)
 
     def detach_(self):
         m = E.meta[self._i]
@@ -648,4 +669,6 @@ def _load_kernels(opcode, slot):
 
 E.kernel_loader = _load_kernels
 from .autograd import backward as _backward  # noqa: E402  (autograd needs the front loaded)
+from .autograd.function import (drive as _drive, register_hook as _register_hook,  # noqa: E402
+                                _LEAF_HOOKS)
 registry.fill_opinfo(E.opinfo)

@@ -14,8 +14,9 @@ import tempfile
 import numba
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_KERNEL_DIRS = ("_engine", "ops")
-_NOT_KERNELS = {"state.py", "cache.py", "__init__.py"}   # pure Python: no compiled code
+_KERNEL_DIRS = ("_engine", "ops", "optim")
+_NOT_KERNELS = {"state.py", "cache.py", "__init__.py", "optimizer.py",
+                "lr_scheduler.py"}          # pure Python: no compiled code
 
 
 def _source_hash(dirs=_KERNEL_DIRS):

@@ -863,8 +863,8 @@ def leaf_grad_addr(C, t):
     M = meta_of(C)
     S = stor_of(C)
     dt = M[t, M_DTYPE]
-    if C[C_MODE] == MODE_GRAD:
-        if not M[t, M_FLAGS] & FL_CAPTURE:
+    if C[C_MODE] == MODE_GRAD or M[t, M_FLAGS] & FL_HOOK:
+        if C[C_MODE] == MODE_GRAD and not M[t, M_FLAGS] & FL_CAPTURE:
             return 0
         sid = M[t, M_GTMP]
         if sid < 0:
@@ -1013,7 +1013,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
             E[0] = r
             return E_FREED
         slot = op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)
-        if bwd[slot] == 0:
+        if bwd[slot] == 0 and info[op, O_KIND] != KIND_PY:
             _unmark(T, rows, nm)
             E[0] = op
             E[1] = slot - op * NKSLOT
@@ -1033,11 +1033,15 @@ def sweep(caddr, nroots, ncap, mode, retain):
                 E[3] = ver
                 E[4] = k
                 return E_VERSION
-    # tensors whose gradient is delivered when their row has run
-    deliver = np.empty(ncap + 8, np.int64)
+    # the state that must survive a pause for Python lives in buffers Python sized
+    cap = C[C_SW_CAP]
+    B = i64_at(C[C_SW_BUF], 4 * cap)
+    W_ = i64_at(C[C_SW_STATE], SWW)
+    deliver = B[cap:2 * cap]
     nd_ = 0
     for i in range(ncap):
         m = I[2 * nroots + i]
+        B[2 * cap + i] = m
         r = M[m, M_ROW]
         if r >= 0 and T[r, R_STATE] & RS_MARK:
             deliver[nd_] = m
@@ -1047,12 +1051,10 @@ def sweep(caddr, nroots, ncap, mode, retain):
             if M[m, M_REFS] > 0 and M[m, M_FLAGS] & FL_RETAIN:
                 r = M[m, M_ROW]
                 if r >= 0 and T[r, R_STATE] & RS_MARK:
-                    if nd_ == deliver.shape[0]:
-                        bigger = np.empty(2 * nd_, np.int64)
-                        bigger[:nd_] = deliver[:nd_]
-                        deliver = bigger
                     deliver[nd_] = m
                     nd_ += 1
+    for j in range(nm):
+        B[3 * cap + j] = rows[j]
     # seeds
     for i in range(nroots):
         t = I[i]
@@ -1068,31 +1070,80 @@ def sweep(caddr, nroots, ncap, mode, retain):
             add_one(M[t, M_DTYPE], dst, M[t, M_NUMEL])
         else:
             add_into(M[t, M_DTYPE], dst, data_addr(C, seed), M[t, M_NUMEL])
-    # run
     ns = 0
     for j in range(nm):
         r = rows[j]
         if T[r, R_DEPS] == 0:
-            stack[ns] = r
+            B[ns] = r
             ns += 1
-    status = 0
-    while ns > 0:
-        ns -= 1
-        r = stack[ns]
+    W_[SW_NS] = ns
+    W_[SW_ND] = nd_
+    W_[SW_NCAP] = ncap
+    W_[SW_NM] = nm
+    W_[SW_RETAIN] = retain
+    W_[SW_STATUS] = 0
+    W_[SW_PENDING] = -1
+    W_[SW_ACTIVE] = 1
+    return _sweep_loop(caddr)
+
+
+@jit
+def _sweep_loop(caddr):
+    """Run the marked rows in dependency order. A row whose backward is Python's (an
+    autograd.Function) or whose outputs have hooks makes the loop save its state and
+    return E_CALLBACK; Python does its part and calls sweep_resume, which finishes that
+    row and goes on."""
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    S = stor_of(C)
+    E = err_of(C)
+    bwd = bwd_table(C)
+    info = opinfo_of(C)
+    cap = C[C_SW_CAP]
+    B = i64_at(C[C_SW_BUF], 4 * cap)
+    W_ = i64_at(C[C_SW_STATE], SWW)
+    stack = B[0:cap]
+    deliver = B[cap:2 * cap]
+    ns = W_[SW_NS]
+    nd_ = W_[SW_ND]
+    status = W_[SW_STATUS]
+    retain = W_[SW_RETAIN] != 0
+    pending = W_[SW_PENDING]
+    W_[SW_PENDING] = -1
+    while ns > 0 or pending >= 0:
+        if pending >= 0:
+            r = pending
+            pending = -1
+            resumed = True
+        else:
+            ns -= 1
+            r = stack[ns]
+            resumed = False
         if T[r, R_GBUF] >= 0 and status == 0:
+            op = T[r, R_OP]
+            py = info[op, O_KIND] == KIND_PY
+            if (py or T[r, R_STATE] & RS_HOOK) and not resumed:
+                W_[SW_NS] = ns
+                W_[SW_ND] = nd_
+                W_[SW_STATUS] = status
+                W_[SW_PENDING] = r
+                E[0] = r
+                E[1] = (CB_FUNCTION if py else 0) | (CB_HOOKS if T[r, R_STATE] & RS_HOOK else 0)
+                return E_CALLBACK
             for q in range(nd_):
                 if M[deliver[q], M_ROW] == r:
                     _deliver(C, deliver[q], r)
-            op = T[r, R_OP]
-            fn = bwd[op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)]
-            if info[op, O_KIND] == KIND_EW:
-                ew_backward_prep(C, r)
-                st = call_kernel(fn, C[C_DESC], 0)
-            else:
-                st = call_kernel(fn, caddr, r)
-            if st != K_OK:
-                status = st if st < 0 else E_KERNEL
-                E[0] = r
+            if not py:          # (a Function's backward already ran, in Python)
+                fn = bwd[op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)]
+                if info[op, O_KIND] == KIND_EW:
+                    ew_backward_prep(C, r)
+                    st = call_kernel(fn, C[C_DESC], 0)
+                else:
+                    st = call_kernel(fn, caddr, r)
+                if st != K_OK:
+                    status = st if st < 0 else E_KERNEL
+                    E[0] = r
         for k in range(T[r, R_NIN]):
             pr = T[r, R_IN + k * IW + IN_ROW]
             if pr >= 0:
@@ -1120,25 +1171,104 @@ def sweep(caddr, nroots, ncap, mode, retain):
                 had = True
             if had:
                 T[r, R_STATE] |= RS_RELEASED
+    W_[SW_ACTIVE] = 0
     if status < 0:
         return status
     # captured gradients become tensors the caller wraps
     outs = outs_of(C)
-    for i in range(ncap):
-        m = I[2 * nroots + i]
-        sid = M[m, M_GTMP]
-        if sid < 0:
-            outs[i] = -1
-            continue
-        g = meta_new(C, sid, 0, M[m, M_NDIM], M[m, M_DTYPE])
-        S[sid, S_REFS] -= 1        # ownership moves from the capture slot to g
-        M[m, M_GTMP] = -1
-        for d in range(M[m, M_NDIM]):
-            M[g, M_SHAPE + d] = M[m, M_SHAPE + d]
-        set_contiguous_strides(M, g)
-        M[g, M_REFS] = 1
-        outs[i] = g
+    for i in range(W_[SW_NCAP]):
+        m = B[2 * cap + i]
+        outs[i] = take_gtmp(C, m)
     return 0
+
+
+@jit
+def take_gtmp(C, m):
+    """The gradient gathered in tensor m's M_GTMP buffer as a new tensor (refcount 1 for
+    its wrapper), or -1."""
+    M = meta_of(C)
+    S = stor_of(C)
+    sid = M[m, M_GTMP]
+    if sid < 0:
+        return -1
+    g = meta_new(C, sid, 0, M[m, M_NDIM], M[m, M_DTYPE])
+    S[sid, S_REFS] -= 1        # ownership moves from the slot to g
+    M[m, M_GTMP] = -1
+    for d in range(M[m, M_NDIM]):
+        M[g, M_SHAPE + d] = M[m, M_SHAPE + d]
+    set_contiguous_strides(M, g)
+    M[g, M_REFS] = 1
+    return g
+
+
+@jit
+def sweep_resume(caddr):
+    """Go on with a sweep paused by E_CALLBACK (Python has done the row's part)."""
+    return _sweep_loop(caddr)
+
+
+@jit
+def sweep_abort(caddr):
+    """A Python callback failed: unmark every row of the paused sweep and free its
+    gradient buffers, so later sweeps start clean."""
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    cap = C[C_SW_CAP]
+    B = i64_at(C[C_SW_BUF], 4 * cap)
+    W_ = i64_at(C[C_SW_STATE], SWW)
+    if W_[SW_ACTIVE] == 0:
+        return 0
+    for j in range(W_[SW_NM]):
+        r = B[3 * cap + j]
+        T[r, R_STATE] &= ~RS_MARK
+        T[r, R_DEPS] = 0
+        if T[r, R_GBUF] >= 0:
+            sid = T[r, R_GBUF]
+            T[r, R_GBUF] = -1
+            decref(C, KIND_STOR, sid)
+    W_[SW_ACTIVE] = 0
+    W_[SW_PENDING] = -1
+    return 0
+
+
+@jit
+def grad_of_row(caddr, r, k):
+    """A tensor over the gradient of output k of row r (in the paused sweep), sharing its
+    buffer: what hooks and a Function's backward receive. -1 if there is none."""
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    M = meta_of(C)
+    S = stor_of(C)
+    sid = T[r, R_GBUF]
+    if sid < 0:
+        return -1
+    nd = T[r, R_ONDIM]
+    g = meta_new(C, sid, k * out_numel(T, r), nd, T[r, R_ODTYPE])
+    if g < 0:
+        return g
+    for d in range(nd):
+        M[g, M_SHAPE + d] = T[r, R_OSHAPE + d]
+    set_contiguous_strides(M, g)
+    M[g, M_REFS] = 1            # (meta_new took the storage reference)
+    return g
+
+
+@jit
+def add_to_edge(caddr, r, k, g):
+    """Accumulate tensor g (contiguous, the input's shape and dtype: Python checked) into
+    the gradient of input k of row r; 0, or 1 when that input wants no gradient."""
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    ga = edge_grad_addr(C, r, k)
+    if ga == 0:
+        return 1
+    add_into(M[g, M_DTYPE], ga, data_addr(C, g), M[g, M_NUMEL])
+    return 0
+
+
+@jit
+def take_leaf_hook_grad(caddr, t):
+    return take_gtmp(ctx_of(caddr), t)
 
 
 # ---------------------------------------------------------------- creation

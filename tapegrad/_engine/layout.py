@@ -36,6 +36,8 @@ FL_RETAIN = 2    # retain_grad() was called
 FL_CAPTURE = 4   # autograd.grad() wants this tensor's gradient
 FL_VIEW = 8      # a view of a tensor that requires grad
 FL_VIEWLEAF = 16 # a view of a leaf that requires grad
+FL_HOOK = 32     # a leaf with tensor hooks: its gradient gathers in M_GTMP, Python hands
+                 # it to the hooks and then accumulates it into .grad
 
 # ---- storage[storage_id, :] ---------------------------------------------------
 S_ADDR = 0
@@ -77,6 +79,7 @@ RW = 56
 RS_RELEASED = 1  # saved tensors freed by a backward without retain_graph
 RS_MARK = 2      # reachable from the current roots
 RS_LIVE = 8
+RS_HOOK = 32     # an output has tensor hooks: the sweep pauses before the row runs
 RS_SCALAR = 16   # its gradient reads the Python scalar operand (PyTorch saves that as a
                  # tensor, so a second backward through the row raises there too)
 
@@ -110,7 +113,14 @@ C_DESC = 32                   # address of desc[]: the operand layout handed to 
 C_RELQ = 33                   # address of relq[]: a ring of (id + 1) whose Python wrapper died;
 C_RELTAIL = 34                #   Tensor.__del__ fills slots, the next compiled call releases them
 C_RELQ_CAP = 35               #   in order from the tail and zeroes them (0 = empty slot)
+C_SW_BUF = 36                 # the sweep's state, kept across a pause for a Python callback:
+C_SW_CAP = 37                 #   buf = [stack | deliveries | captures | marked rows], cap each
+C_SW_STATE = 38               # address of state[SW_*]
 NCTX = 40
+
+# ---- sweep state (persists while the sweep is paused for Python) -----------------
+SW_NS, SW_ND, SW_NCAP, SW_NM, SW_RETAIN, SW_STATUS, SW_PENDING, SW_ACTIVE = range(8)
+SWW = 8
 
 # ---- opinfo[op, :] --------------------------------------------------------------
 O_SAVES_IF = 0   # 0..2: what to save when input k requires grad (bit j: input j; SAVE_OUT)
@@ -119,7 +129,7 @@ O_SAVED_OUT = 4  # which output is saved when SAVE_OUT is wanted
 O_KIND = 5       # KIND_CUSTOM: kernels take (ctx, row); KIND_EW: loops take (desc, 0)
 OIW = 8
 SAVE_OUT = 1 << 7
-KIND_CUSTOM, KIND_EW = 0, 1
+KIND_CUSTOM, KIND_EW, KIND_PY = 0, 1, 2   # KIND_PY: autograd.Function, backward in Python
 NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
 
 # op_entry flags
@@ -151,6 +161,8 @@ E_KERNEL = -19        # a kernel failed without a status (an exception in compil
 E_OVERLAP = -20       # in-place: an operand partially overlaps the written tensor
 E_SELF_OVERLAP = -21  # in-place: the written tensor has elements sharing memory
 E_VALUE = -22         # an input value out of an op's domain: err = (op, the value as float bits)
+E_CALLBACK = -23      # the sweep paused for Python: err = (row, CB_* bits); resume or abort
+CB_HOOKS, CB_FUNCTION = 1, 2
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------
 D_N = 0          # elements in the index space

@@ -26,6 +26,14 @@ class EngineError(Exception):
 
 
 _OP_SIG = "int64(int64, int64, int64, int64, float64, int64)"
+_ENTRY_SIGS = {"new_tensor": "int64(int64, int64, int64, boolean)",
+               "adopt": "int64(int64, int64, int64, int64, int64, int64)",
+               "detach": "int64(int64, int64)", "data_alias": "int64(int64, int64)",
+               "contiguous_copy": "int64(int64, int64)", "drain_queue": "int64(int64)",
+               "sweep_resume": "int64(int64)", "sweep_abort": "int64(int64)",
+               "grad_of_row": "int64(int64, int64, int64)",
+               "add_to_edge": "int64(int64, int64, int64, int64)",
+               "take_leaf_hook_grad": "int64(int64, int64)"}
 _SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
 
 
@@ -81,18 +89,35 @@ class Engine:
         # table and retry) atomic across threads. The one-call fast paths need no lock.
         self.lock = threading.RLock()
         self._kernels = {}
-        with kernel_cache(engine=True):
-            self.op = _entry(core.op_entry, _OP_SIG)
-            self.sweep = _entry(core.sweep, _SWEEP_SIG)
-            # the creation calls, through their C entry points too (a Numba dispatcher
-            # costs 3-5 us per call; these run once per tensor made)
-            self.entries = {fn: _entry(fn, sig) for fn, sig in (
-                (core.new_tensor, "int64(int64, int64, int64, boolean)"),
-                (core.adopt, "int64(int64, int64, int64, int64, int64, int64)"),
-                (core.detach, "int64(int64, int64)"),
-                (core.data_alias, "int64(int64, int64)"),
-                (core.contiguous_copy, "int64(int64, int64)"),
-                (core.drain_queue, "int64(int64)"))}
+        # op_entry and sweep compile (about 30 s cold) on first use, not at import, so a
+        # program can start other work (the demo compiles op kernels in a second process
+        # meanwhile); the front rebinds its fast-path names through on_ready
+        self.op = self._first_op
+        self.sweep = self._first_sweep
+        self.on_ready = []
+        self.entries = {}
+
+    def compile_core(self):
+        """Compile (or load from the cache) the two engine entry points now."""
+        if self.op != self._first_op:
+            return
+        with self.lock:
+            if self.op != self._first_op:
+                return
+            with kernel_cache(engine=True):
+                op = _entry(core.op_entry, _OP_SIG)
+                sweep = _entry(core.sweep, _SWEEP_SIG)
+            self.op, self.sweep = op, sweep
+            for fn in self.on_ready:
+                fn()
+
+    def _first_op(self, *args):
+        self.compile_core()
+        return self.op(*args)
+
+    def _first_sweep(self, *args):
+        self.compile_core()
+        return self.sweep(*args)
 
     # ------------------------------------------------------------ tables
     def _grow(self, which, newcap=None):
@@ -122,11 +147,40 @@ class Engine:
                 extq[:n0] = self.extq          # queued releases survive the growth
             self.extq = extq
             self.ctx[L.C_EXTQ] = self.extq.ctypes.data
+        if which in ("meta", "tape"):
+            self._grow_sweep_state()
         work = self.meta.shape[0] + self.stor.shape[0] + self.tape.shape[0] + 16
         if getattr(self, "work", None) is None or len(self.work) < work:
             self.work = np.zeros(work, np.int64)
             self.ctx[L.C_WORK] = self.work.ctypes.data
             self.ctx[L.C_WORK_CAP] = work
+
+    def _grow_sweep_state(self):
+        """The sweep's pausable state: 4 regions as large as meta + tape (marked rows,
+        stack, deliveries, captures each fit). Kept across growth: a sweep paused for
+        Python may see the tables grow."""
+        cap = self.meta.shape[0] + self.tape.shape[0] + 16
+        old = getattr(self, "swbuf", None)
+        buf = np.zeros(4 * cap, np.int64)
+        if old is not None:
+            ocap = len(old) // 4
+            for k in range(4):
+                buf[k * cap:k * cap + ocap] = old[k * ocap:(k + 1) * ocap]
+        else:
+            self.swstate = np.zeros(L.SWW, np.int64)
+            self.ctx[L.C_SW_STATE] = self.swstate.ctypes.data
+        self.swbuf = buf
+        self.ctx[L.C_SW_BUF] = buf.ctypes.data
+        self.ctx[L.C_SW_CAP] = cap
+
+    def ensure_room(self):
+        """Room for a paused sweep to finish (a Python callback may have used some): one
+        gradient buffer per live row and a margin."""
+        need = int(self.ctx[L.C_LIVE_ROWS]) + 64
+        while self.meta.shape[0] - self.ctx[L.C_LIVE_META] < need:
+            self._grow("meta")
+        while self.stor.shape[0] - self.ctx[L.C_LIVE_STOR] < need:
+            self._grow("stor")
 
     def reserve_args(self, n):
         """Room for n int arguments (root lists, captured ids, many outputs)."""
@@ -179,9 +233,21 @@ class Engine:
             if not self.handle(r):
                 raise EngineError(r, self.err.copy())
 
+    def entry(self, fn):
+        """fn's C entry point (a Numba dispatcher costs 3-5 us per call; the creation
+        calls run once per tensor made), compiled when first needed."""
+        e = self.entries.get(fn)
+        if e is None:
+            sig = _ENTRY_SIGS.get(fn.__name__)
+            if sig is None:
+                return fn
+            with kernel_cache(engine=True):
+                e = self.entries[fn] = _entry(fn, sig)
+        return e
+
     def call(self, fn, *args):
         """Call an engine kernel that may need room, retrying after growth."""
-        fn = self.entries.get(fn, fn)
+        fn = self.entry(fn)
         with self.lock:
             while True:
                 self.reserve_args(0)
@@ -199,7 +265,7 @@ class Engine:
 
     def flush(self):
         """Release queued ids now, and let go of adopted NumPy arrays no tensor uses."""
-        self.entries[core.drain_queue](self.caddr)
+        self.entry(core.drain_queue)(self.caddr)
         n = int(self.ctx[L.C_EXTN])
         if n:
             for sid in self.extq[:n].tolist():

@@ -4,9 +4,11 @@ from .._engine.state import engine
 from ..ops.registry import OPS
 from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 from .graph import Node, AccumulateGrad
+from .function import Function, FunctionCtx, drive, _LEAF_HOOKS
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode",
-           "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad"]
+           "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad", "Function",
+           "FunctionCtx"]
 
 
 def _as_list(x):
@@ -55,6 +57,8 @@ def _run_sweep(roots, seeds, captures, mode, retain):
             E.iargs[n:2 * n] = seeds
             E.iargs[2 * n:2 * n + m] = captures
             r = E.sweep(E.caddr, n, m, mode, retain)
+            if r == L.E_CALLBACK or (r >= 0 and _LEAF_HOOKS):
+                r = drive(r, retain)
             if r >= 0:
                 return E.outs[:m].tolist()
             if r in (L.E_NEED_KERNEL, L.E_GROW_STOR, L.E_GROW_META):

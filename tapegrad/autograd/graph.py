@@ -20,23 +20,32 @@ class Node:
     __slots__ = ("_row", "__weakref__")
 
     def name(self):
-        return OPS[int(engine().tape[self._row, L.R_OP])].grad_fn
+        op = OPS[int(engine().tape[self._row, L.R_OP])]
+        if op.kind == "python":
+            from .function import function_name
+            return function_name(self._row)
+        return op.grad_fn
 
     @property
     def next_functions(self):
         E = engine()
         row = E.tape[self._row]
         op = OPS[int(row[L.R_OP])]
-        out = []
-        for k in range(int(row[L.R_NIN])):
+
+        def edge(k):
             base = L.R_IN + k * L.IW
             pr, t = int(row[base + L.IN_ROW]), int(row[base + L.IN_T])
             if pr >= 0:
-                out.append((node_for_row(pr), int(row[base + L.IN_OIDX])))
-            elif t >= 0:
-                out.append((accumulate_grad(t), 0))
-            else:
-                out.append((None, 0))
+                return (node_for_row(pr), int(row[base + L.IN_OIDX]))
+            if t >= 0:
+                return (accumulate_grad(t), 0)
+            return (None, 0)
+        if op.kind == "python":
+            from .function import function_next
+            listed = function_next(self._row, edge)
+            if listed is not None:
+                return listed
+        out = [edge(k) for k in range(int(row[L.R_NIN]))]
         if op.scalar_slot and len(out) == 1:
             out.append((None, 0))
         return tuple(out)

@@ -1,5 +1,5 @@
 """tapegrad.nn: modules, parameters, layers and losses (PyTorch spelling)."""
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .module import Module  # noqa: F401
 from .layers import (Sequential, ModuleList, ModuleDict, Identity, Linear, Flatten,  # noqa: F401

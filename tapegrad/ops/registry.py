@@ -34,7 +34,7 @@ class OpDef:
         means."""
         self.name = name
         self.grad_fn = grad_fn
-        self.kind = kind            # "unary", "binary" (formula ops) or "custom"
+        self.kind = kind            # "unary", "binary" (formula ops), "custom" or "python"
         self.forward = forward
         self.grads = grads
         self.module = module
@@ -110,4 +110,5 @@ def fill_opinfo(opinfo):
             opinfo[op.opcode, L.O_SAVES_IF + k] = op.saves_mask(k)
         opinfo[op.opcode, L.O_DIFF] = op.diff_mask()
         opinfo[op.opcode, L.O_SAVED_OUT] = op.saved_out
-        opinfo[op.opcode, L.O_KIND] = L.KIND_EW if op.kind in ("unary", "binary") else L.KIND_CUSTOM
+        opinfo[op.opcode, L.O_KIND] = (L.KIND_EW if op.kind in ("unary", "binary") else
+                                       L.KIND_PY if op.kind == "python" else L.KIND_CUSTOM)

@@ -1,0 +1,432 @@
+"""autograd.Function and tensor hooks: the places where the compiled sweep hands control
+back to Python.
+
+A Function's forward runs in Python under no_grad; one tape row then links its inputs to
+its outputs. When the sweep reaches that row (or a row whose outputs have hooks) it saves
+its state and returns E_CALLBACK; drive() runs the hooks / the backward here, adds the
+input gradients into the row's edges, and resumes the sweep where it stopped.
+"""
+import gc
+import weakref
+
+import numpy as np
+
+from .._engine import layout as L
+from .._engine import core
+from .._engine.state import engine, GRAD_MODE
+from .grad_mode import no_grad
+
+_FUNCTION_ROWS = {}     # row -> _Record
+_ROW_HOOKS = {}         # row -> {output index: [hook, ...]}
+_LEAF_HOOKS = {}        # leaf id -> [hook, ...]
+_PRUNE_AT = [64]        # prune the registries when they grow past this
+
+
+class _Record:
+    """What a Function row needs in Python: the class (for its name), the ctx, how the
+    forward's arguments map to the row's inputs, and the forward's outputs (attached to the
+    row, other tensors, or other values) so backward gets one gradient per output."""
+    __slots__ = ("cls", "ctx", "args", "outputs")
+
+    def __init__(self, cls, ctx, args, outputs):
+        self.cls, self.ctx, self.args, self.outputs = cls, ctx, args, outputs
+
+
+def prune():
+    """Drop the entries of rows and tensors that died (the engine frees them in compiled
+    code, so Python notices here, amortised): their ctx, saved tensors and hooks go."""
+    E = engine()
+    from ..ops.registry import BY_NAME
+    py = BY_NAME["py_function"].opcode
+    for r in list(_FUNCTION_ROWS):
+        if not E.tape[r, L.R_STATE] & L.RS_LIVE or E.tape[r, L.R_OP] != py:
+            del _FUNCTION_ROWS[r]
+    for r in list(_ROW_HOOKS):
+        if not E.tape[r, L.R_STATE] & L.RS_HOOK:
+            del _ROW_HOOKS[r]
+    for i in list(_LEAF_HOOKS):
+        if E.meta[i, L.M_REFS] <= 0 or not E.meta[i, L.M_FLAGS] & L.FL_HOOK:
+            del _LEAF_HOOKS[i]
+    _PRUNE_AT[0] = 2 * (len(_FUNCTION_ROWS) + len(_ROW_HOOKS) + len(_LEAF_HOOKS)) + 64
+
+
+def _maybe_prune():
+    if len(_FUNCTION_ROWS) + len(_ROW_HOOKS) + len(_LEAF_HOOKS) > _PRUNE_AT[0]:
+        prune()
+
+
+# ---------------------------------------------------------------- Function
+class FunctionCtx:
+    """What forward() leaves for backward(): saved tensors (version-checked when read),
+    needs_input_grad, and any attributes the user sets."""
+
+    def __init__(self):
+        self._saved = ()
+        self._versions = ()
+        self._freed = False
+        self.needs_input_grad = ()
+        self._non_differentiable = set()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        from ..tensor import Tensor
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument "
+                                f"{len(self._saved)} is of type {type(t).__name__}")
+        self._saved = tensors
+        self._versions = tuple(None if t is None else t._version for t in tensors)
+
+    @property
+    def saved_tensors(self):
+        if self._freed:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or "
+                "if you need to access saved tensors after calling backward.")
+        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+            if t is not None and t._version != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: [tapegrad.{t.dtype.tensor_type} "
+                    f"{list(t.shape)}] is at version {t._version}; expected version {v} "
+                    f"instead. Hint: the tensor was saved with ctx.save_for_backward (entry "
+                    f"{i}); make the in-place change on a clone.")
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors):
+        raise NotImplementedError("in-place autograd.Functions (mark_dirty) are not supported")
+
+
+class Function:
+    """Subclass with static forward(ctx, *args) and backward(ctx, *grad_outputs); call
+    with MyFn.apply(*args)."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode "
+                                  "AD.")
+
+    @classmethod
+    def apply(cls, *args):
+        from ..tensor import Tensor
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        if not (GRAD_MODE[0] and any(ctx.needs_input_grad)):
+            return out
+        single = not isinstance(out, tuple)
+        outs = [out] if single else list(out)
+        orig = list(outs)
+        attach = []
+        for i, o in enumerate(outs):
+            if (isinstance(o, Tensor) and o.dtype.is_floating_point
+                    and id(o) not in ctx._non_differentiable):
+                if o.requires_grad or o.grad_fn is not None or any(o is a for a in args):
+                    o = outs[i] = o.detach()        # a new id the row can own
+                attach.append(o)
+        if not attach:
+            return out
+        if len({tuple(o.shape) for o in attach}) > 1 or len({o.dtype for o in attach}) > 1:
+            raise NotImplementedError(
+                f"{cls.__name__}: tapegrad Functions with several differentiable outputs need "
+                "them to have one shape and dtype; return a stacked tensor instead")
+        slots = [(i, a) for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if len(slots) > L.MAXIN:
+            raise NotImplementedError(
+                f"{cls.__name__}: at most {L.MAXIN} tensor inputs that require grad are "
+                "supported per Function")
+        from ..tensor import run
+        from ..ops.registry import BY_NAME
+        _maybe_prune()
+        ids = [a._i for _, a in slots] + [-1] * (L.MAXIN - len(slots))
+        first = run(BY_NAME["py_function"], ids[0], ids[1], c=ids[2],
+                    fargs=[len(attach)] + [o._i for o in attach])
+        row = int(engine().meta[first, L.M_ROW])
+        slot_of = {i: k for k, (i, _) in enumerate(slots)}
+        args_map = [(i, slot_of.get(i, -1)) for i, a in enumerate(args) if isinstance(a, Tensor)]
+        attached = {id(o): k for k, o in enumerate(attach)}
+        spec = [("row", attached[id(o)]) if id(o) in attached else
+                (("tensor", tuple(o.shape), o.dtype) if isinstance(o, Tensor) else ("none",))
+                for o in outs]
+        _FUNCTION_ROWS[row] = _Record(cls, ctx, args_map, spec)
+        # a saved output would hold its own row through the ctx (a cycle the engine never
+        # frees): keep a history-free alias instead, as PyTorch's SavedVariable does
+        outputs_by_id = {id(o): outs[k] for k, o in enumerate(orig)}
+        ctx._saved = tuple(outputs_by_id[id(t)].detach() if id(t) in outputs_by_id else t
+                           for t in ctx._saved)
+        return outs[0] if single else tuple(outs)
+
+
+def function_name(row):
+    rec = _FUNCTION_ROWS.get(row)
+    return (rec.cls.__name__ + "Backward") if rec else "FunctionBackward"
+
+
+def function_next(row, edge):
+    """next_functions of a Function row: one entry per tensor argument of forward, (None, 0)
+    for those that do not require grad, as PyTorch lists them. edge(k): row input k's."""
+    rec = _FUNCTION_ROWS.get(row)
+    if rec is None:
+        return None
+    return tuple(edge(k) if k >= 0 else (None, 0) for _, k in rec.args)
+
+
+def _grad_tensor(row, k):
+    from ..tensor import _wrap
+    E = engine()
+    g = E.entry(core.grad_of_row)(E.caddr, row, k)
+    if g < 0:
+        raise MemoryError("tapegrad: no room for a gradient view")
+    return _wrap(g)
+
+
+def _input_shape(row, k):
+    E = engine()
+    buf = np.zeros(L.MAXD, np.int64)
+    base = L.R_IN + k * L.IW
+    pr, t = int(E.tape[row, base + L.IN_ROW]), int(E.tape[row, base + L.IN_T])
+    if pr >= 0:
+        nd = int(E.tape[pr, L.R_ONDIM])
+        return tuple(E.tape[pr, L.R_OSHAPE:L.R_OSHAPE + nd].tolist()), int(E.tape[pr, L.R_ODTYPE])
+    nd = int(E.meta[t, L.M_NDIM])
+    return tuple(E.meta[t, L.M_SHAPE:L.M_SHAPE + nd].tolist()), int(E.meta[t, L.M_DTYPE])
+
+
+def _sum_to(g, shape):
+    """g summed down to shape (PyTorch accepts a gradient that broadcasts to the input)."""
+    lead = g.ndim - len(shape)
+    if lead < 0:
+        return None
+    dims = list(range(lead)) + [lead + d for d, n in enumerate(shape)
+                                if n == 1 and g.shape[lead + d] != 1]
+    if any(g.shape[lead + d] != n and n != 1 for d, n in enumerate(shape)):
+        return None
+    if dims:
+        g = g.sum(tuple(dims), keepdim=True)
+    return g.reshape(shape) if lead else g
+
+
+def _run_function(row, retain):
+    from ..tensor import Tensor
+    from .. import _dtype as D
+    from .._creation import zeros
+    rec = _FUNCTION_ROWS.get(row)
+    if rec is None or rec.ctx._freed:
+        raise RuntimeError(
+            "Trying to backward through the graph a second time (or directly access saved "
+            "tensors after they have already been freed). Saved intermediate values of the "
+            "graph are freed when you call .backward() or autograd.grad(). Specify "
+            "retain_graph=True if you need to backward through the graph a second time or if "
+            "you need to access saved tensors after calling backward.")
+    cls, ctx = rec.cls, rec.ctx
+    grads = []
+    for o in rec.outputs:
+        if o[0] == "row":
+            grads.append(_grad_tensor(row, o[1]))
+        elif o[0] == "tensor" and ctx.materialize_grads:
+            grads.append(zeros(*o[1], dtype=o[2]))
+        else:
+            grads.append(None)
+    with no_grad():
+        res = cls.backward(ctx, *grads)
+    res = res if isinstance(res, tuple) else (res,)
+    nargs = len(ctx.needs_input_grad)
+    if len(res) != nargs:
+        raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of "
+                           f"gradients (expected {nargs}, got {len(res)})")
+    E = engine()
+    add = E.entry(core.add_to_edge)
+    for i, k in rec.args:
+        g = res[i]
+        if g is None or k < 0:
+            continue
+        if not isinstance(g, Tensor):
+            raise TypeError(f"function {cls.__name__}Backward returned a gradient of type "
+                            f"{type(g).__name__} at index {i}; expected a Tensor or None")
+        shape, dt = _input_shape(row, k)
+        if tuple(g.shape) != shape:
+            summed = _sum_to(g, shape)
+            if summed is None:
+                raise RuntimeError(f"Function {cls.__name__}Backward returned an invalid "
+                                   f"gradient at index {i} - got {list(g.shape)} but expected "
+                                   f"shape compatible with {list(shape)}")
+            g = summed
+        g = g.detach().to(D.BY_CODE[dt]).contiguous()
+        add(E.caddr, row, k, g._i)
+    if not retain and ctx._saved:
+        ctx._freed = True           # (a Function that saved nothing may run again)
+        ctx._saved = ()
+
+
+# ---------------------------------------------------------------- hooks
+class RemovableHandle:
+    _next_id = 0
+
+    def __init__(self, remove):
+        self._remove = remove
+        RemovableHandle._next_id += 1
+        self.id = RemovableHandle._next_id
+
+    def remove(self):
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_hook(t, hook):
+    """Tensor.register_hook: hook(grad) runs when t's gradient is computed, and may return
+    a replacement."""
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not callable(hook):
+        raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+    E = engine()
+    _maybe_prune()
+    i = t._i
+    row = int(E.meta[i, L.M_ROW])
+    if row < 0:
+        if not E.meta[i, L.M_FLAGS] & L.FL_HOOK:
+            _LEAF_HOOKS.pop(i, None)            # a recycled id: old hooks are not ours
+        hooks = _LEAF_HOOKS.setdefault(i, [])
+        hooks.append(hook)
+        E.meta[i, L.M_FLAGS] |= L.FL_HOOK
+        ref = weakref.ref(t)
+
+        def remove():
+            if hook in hooks:
+                hooks.remove(hook)
+            if not hooks and _LEAF_HOOKS.get(i) is hooks:
+                del _LEAF_HOOKS[i]
+                if ref() is not None:
+                    E.meta[i, L.M_FLAGS] &= ~L.FL_HOOK
+        return RemovableHandle(remove)
+    k = int(E.meta[i, L.M_OIDX])
+    if not E.tape[row, L.R_STATE] & L.RS_HOOK:
+        _ROW_HOOKS.pop(row, None)               # a recycled row: old hooks are not ours
+    per = _ROW_HOOKS.setdefault(row, {})
+    hooks = per.setdefault(k, [])
+    hooks.append(hook)
+    E.tape[row, L.R_STATE] |= L.RS_HOOK
+
+    def remove():
+        if hook in hooks:
+            hooks.remove(hook)
+        if not any(per.values()) and _ROW_HOOKS.get(row) is per:
+            del _ROW_HOOKS[row]
+            E.tape[row, L.R_STATE] &= ~L.RS_HOOK
+    return RemovableHandle(remove)
+
+
+def _apply_hooks(hooks, g):
+    """Run hooks in order on g; returns the final gradient (a replacement or g)."""
+    for h in list(hooks):
+        new = h(g)
+        if new is not None:
+            if tuple(new.shape) != tuple(g.shape):
+                raise RuntimeError(f"hook returned a gradient of shape {list(new.shape)}; "
+                                   f"expected {list(g.shape)}")
+            g = new
+    return g
+
+
+def _run_row_hooks(row):
+    """Hooks get a copy of the row's gradient (they may keep it); the final result is
+    written back into the row's buffer."""
+    from ..tensor import _numpy_view
+    for k, hooks in list(_ROW_HOOKS.get(row, {}).items()):
+        if not hooks:
+            continue
+        buf = _grad_tensor(row, k)
+        g = buf.clone()
+        with no_grad():
+            new = _apply_hooks(hooks, g)
+        if new is not g:
+            _numpy_view(buf)[...] = _numpy_view(new.detach().to(buf.dtype))
+
+
+def finish_leaf_hooks():
+    """After a backward: hand each hooked leaf's gathered gradient to its hooks, then
+    accumulate the result into .grad."""
+    from ..tensor import _wrap, _wrap_leaf
+    E = engine()
+    take = E.entry(core.take_leaf_hook_grad)
+    pending = []                    # take every gathered gradient first: an exception in
+    for i, hooks in list(_LEAF_HOOKS.items()):      # one hook must not leave others behind
+        if E.meta[i, L.M_FLAGS] & L.FL_HOOK:
+            g = take(E.caddr, i)
+            if g >= 0:
+                pending.append((i, hooks, _wrap(g)))
+    for i, hooks, g in pending:
+        with no_grad():
+            g = _apply_hooks(hooks, g).detach()
+            leaf = _wrap_leaf(i)
+            if leaf.grad is None:
+                leaf.grad = g.to(leaf.dtype).clone()    # never the hook's own tensor
+            else:
+                leaf.grad.add_(g.to(leaf.dtype))
+
+
+def _on_gc(phase, info):
+    """After a garbage collection, release what dead graphs held here (their rows die in
+    compiled code once their wrappers' ids are drained, which flush() does now)."""
+    if phase == "stop" and (_FUNCTION_ROWS or _ROW_HOOKS or _LEAF_HOOKS):
+        try:
+            engine().flush()
+            prune()
+        except Exception:       # interpreter shutdown
+            pass
+
+
+gc.callbacks.append(_on_gc)
+
+
+def drive(r, retain):
+    """Serve the sweep's callbacks until it finishes; returns its final status."""
+    E = engine()
+    while r == L.E_CALLBACK:
+        row, bits = int(E.err[0]), int(E.err[1])
+        try:
+            if bits & L.CB_HOOKS:
+                _run_row_hooks(row)
+            if bits & L.CB_FUNCTION:
+                _run_function(row, retain)
+        except BaseException:
+            E.entry(core.sweep_abort)(E.caddr)
+            raise
+        E.ensure_room()
+        r = E.entry(core.sweep_resume)(E.caddr)
+    if r >= 0 and _LEAF_HOOKS:
+        finish_leaf_hooks()
+    _maybe_prune()
+    return r
+
+
+def move_leaf_hooks(old, new):
+    """Tensor.data = ...: the tensor's id changes; its hooks follow it."""
+    hooks = _LEAF_HOOKS.pop(old, None)
+    if hooks:
+        E = engine()
+        _LEAF_HOOKS[new] = hooks
+        E.meta[new, L.M_FLAGS] |= L.FL_HOOK

@@ -1,0 +1,300 @@
+"""Optimizers with PyTorch's API (param groups, state, state dicts); each step() is one
+compiled call per param group (tapegrad/optim/_kernels.py), not a loop of tensor ops."""
+import copy
+
+import numpy as np
+
+from .. import _creation
+from .._engine.cache import kernel_cache
+from ..tensor import Tensor, _CADDR
+
+with kernel_cache():
+    from . import _kernels as K
+
+_REQUIRED = object()
+
+
+class Optimizer:
+    # subclasses: defaults' names in the order the kernel takes them; the state buffers
+    # (names, whether each exists for a group), whether a step counter is kept
+    kernel = None
+    hyper = ()
+    buffers = ()
+    has_step = False
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + type(params).__name__)
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        group = dict(param_group)
+        ps = group["params"]
+        if isinstance(ps, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + type(p).__name__)
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is _REQUIRED and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            group.setdefault(name, default)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    # ------------------------------------------------------------ stepping
+    def zero_grad(self, set_to_none=True):
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad.detach().zero_()
+
+    def _buffer_on(self, name, group):
+        return True
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            from ..autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            rows = []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state.get(p)
+                created = st is None
+                if created:
+                    st = self._init_state(p, group)
+                    if st:                  # (plain SGD keeps no state, as PyTorch)
+                        self.state[p] = st
+                row = [p._i, -1, -1, -1, -1, int(created)]
+                for k, name in enumerate(self.buffers):
+                    b = st.get(name)
+                    if b is None and self._buffer_on(name, group):
+                        # an option switched on after the first step: its buffer starts now
+                        b = st[name] = self._new_buffer(name, p, group)
+                        row[K.NEW] = 1
+                        self.state[p] = st
+                    if b is not None:
+                        row[1 + k] = b._i
+                if self.has_step:
+                    row[K.STEP] = st["step"]._i
+                rows.append(row)
+            if not rows:
+                continue
+            h = np.array([float(group[n]) for n in self.hyper], np.float64)
+            r = self.kernel(_CADDR, np.array(rows, np.int64).reshape(-1, K.NCOL), h)
+            if r == K.E_LAYOUT:
+                raise RuntimeError(f"{type(self).__name__}.step(): parameters and their "
+                                   "gradients must be contiguous tensors")
+            if r < 0:
+                raise RuntimeError(f"{type(self).__name__}.step(): a state buffer is missing "
+                                   "(the optimizer's state was edited by hand?)")
+        return loss
+
+    def _init_state(self, p, group):
+        st = {}
+        if self.has_step:
+            st["step"] = _creation.tensor(0.0)
+        for name in self.buffers:
+            if self._buffer_on(name, group):
+                st[name] = self._new_buffer(name, p, group)
+        return st
+
+    def _new_buffer(self, name, p, group):
+        return _creation.zeros(*p.shape, dtype=p.dtype)
+
+    # ------------------------------------------------------------ state dicts
+    def state_dict(self):
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {index[id(p)]: {k: (v.detach().clone() if isinstance(v, Tensor) else v)
+                                for k, v in st.items()}
+                 for p, st in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+        self.state = {}
+        for mine, theirs in zip(self.param_groups, groups):
+            for p, idx in zip(mine["params"], theirs["params"]):
+                saved = state_dict["state"].get(idx, state_dict["state"].get(str(idx)))
+                if saved is None:
+                    continue
+                st = {}
+                for k, v in saved.items():
+                    if k == "step":                 # a float32 0-d tensor, whatever was saved
+                        v = _creation.tensor(float(v.item() if isinstance(v, Tensor) else v))
+                    elif isinstance(v, Tensor):
+                        v = v.detach().to(p.dtype).clone()
+                        if tuple(v.shape) != tuple(p.shape):
+                            raise ValueError(f"state {k!r} has shape {list(v.shape)}, the "
+                                             f"parameter has {list(p.shape)}")
+                    st[k] = v
+                self.state[p] = st
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _check(cond, msg):
+    if not cond:
+        raise ValueError(msg)
+
+
+class SGD(Optimizer):
+    kernel = staticmethod(K.sgd_step)
+    hyper = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
+    buffers = ("momentum_buffer",)
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+                 *, maximize=False):
+        _check(lr >= 0, f"Invalid learning rate: {lr}")
+        _check(momentum >= 0, f"Invalid momentum value: {momentum}")
+        _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
+
+    def _buffer_on(self, name, group):
+        return group["momentum"] != 0
+
+
+class Adam(Optimizer):
+    kernel = staticmethod(K.adam_step)
+    hyper = ("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "decoupled")
+    buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    has_step = True
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, maximize=False):
+        _check(lr >= 0, f"Invalid learning rate: {lr}")
+        _check(eps >= 0, f"Invalid epsilon value: {eps}")
+        _check(0 <= betas[0] < 1, f"Invalid beta parameter at index 0: {betas[0]}")
+        _check(0 <= betas[1] < 1, f"Invalid beta parameter at index 1: {betas[1]}")
+        _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
+
+    def step(self, closure=None):
+        for g in self.param_groups:          # the kernel's flat view of the group
+            g_b1, g_b2 = g["betas"]
+            g["beta1"], g["beta2"], g["decoupled"] = g_b1, g_b2, self._decoupled
+        try:
+            return super().step(closure)
+        finally:
+            for g in self.param_groups:
+                for k in ("beta1", "beta2", "decoupled"):
+                    g.pop(k, None)
+
+    def _buffer_on(self, name, group):
+        return name != "max_exp_avg_sq" or group["amsgrad"]
+
+
+class AdamW(Adam):
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+class RMSprop(Optimizer):
+    kernel = staticmethod(K.rmsprop_step)
+    hyper = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize")
+    buffers = ("square_avg", "grad_avg", "momentum_buffer")
+    has_step = True
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, *, maximize=False):
+        _check(lr >= 0, f"Invalid learning rate: {lr}")
+        _check(eps >= 0, f"Invalid epsilon value: {eps}")
+        _check(momentum >= 0, f"Invalid momentum value: {momentum}")
+        _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
+        _check(alpha >= 0, f"Invalid alpha value: {alpha}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _buffer_on(self, name, group):
+        if name == "grad_avg":
+            return group["centered"]
+        if name == "momentum_buffer":
+            return group["momentum"] > 0
+        return True
+
+
+class Adagrad(Optimizer):
+    kernel = staticmethod(K.adagrad_step)
+    hyper = ("lr", "lr_decay", "weight_decay", "eps", "maximize")
+    buffers = ("sum",)
+    has_step = True
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                 eps=1e-10, *, maximize=False):
+        _check(lr >= 0, f"Invalid learning rate: {lr}")
+        _check(lr_decay >= 0, f"Invalid lr_decay value: {lr_decay}")
+        _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
+        _check(initial_accumulator_value >= 0,
+               f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        _check(eps >= 0, f"Invalid epsilon value: {eps}")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      eps=eps, maximize=maximize))
+
+    def _new_buffer(self, name, p, group):
+        return _creation.full(tuple(p.shape), float(group["initial_accumulator_value"]),
+                              dtype=p.dtype)
