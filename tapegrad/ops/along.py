@@ -164,6 +164,31 @@ def _grad_lines(C, row, k):
 
 
 @jit
+def _backward_start(C, row):
+    """What every backward here starts from: input 0's gradient lines (ga 0: none
+    wanted), the output dtype, the incoming gradient as float64, and a zeroed float64
+    buffer for the input's gradient."""
+    T = tape_of(C)
+    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    dt = T[row, R_ODTYPE]
+    if ga == 0:
+        return ga, shape, b, step, m, dt, np.empty(0, np.float64), np.empty(0, np.float64)
+    nin = 1
+    for d in range(shape.shape[0]):
+        nin *= shape[d]
+    G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
+    return ga, shape, b, step, m, dt, G, np.zeros(nin, np.float64)
+
+
+@jit
+def _reduced_output(C, dt, shape, dim, keep, nlines):
+    """The output of a reduction along dim (or everything) and a float64 buffer for it."""
+    osh = _reduced_shape(shape, dim, keep)
+    return (meta_contiguous(C, dt, osh.shape[0], osh, False),
+            np.empty(nlines, np.float64))
+
+
+@jit
 def _out_lines(shape, dim):
     """The same lines in a contiguous tensor of the input's shape."""
     return lines(shape, contiguous_strides(shape.shape[0], shape), dim)
@@ -202,11 +227,9 @@ def softmax_fwd(caddr, row):
     kind = T[row, R_IATTR + 2]
     X, b, step, m = _input_lines(C, a, dim)
     if kind == 2:
-        osh = _reduced_shape(shape, dim, keep)
-        out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+        out, V = _reduced_output(C, dt, shape, dim, keep, b.shape[0])
         if out < 0:
             return out
-        V = np.empty(b.shape[0], np.float64)
         for k in range(b.shape[0]):
             V[k] = _lse(X, b[k], step, m)[1]
     else:
@@ -227,19 +250,12 @@ def softmax_fwd(caddr, row):
 def softmax_bwd(caddr, row):
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     if ga == 0:
         return K_OK
-    dt = T[row, R_ODTYPE]
     kind = T[row, R_IATTR + 2]
     dim = T[row, R_IATTR]
-    n = out_numel(T, row)
-    G = _read(dt, row_grad_addr(C, row, 0), n)
     O, ob, ostep, om = _saved_values(C, T[row, R_OSAVED], -1)   # contiguous copy
-    nin = 1
-    for d in range(shape.shape[0]):
-        nin *= shape[d]
-    GA = np.zeros(nin, np.float64)
     if kind == 2:
         X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
         for k in range(b.shape[0]):
@@ -281,14 +297,9 @@ def cumsum_fwd(caddr, row):
 
 def cumsum_bwd(caddr, row):
     C = ctx_of(caddr)
-    T = tape_of(C)
-    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     if ga == 0:
         return K_OK
-    dt = T[row, R_ODTYPE]
-    n = out_numel(T, row)
-    G = _read(dt, row_grad_addr(C, row, 0), n)
-    GA = np.zeros(n, np.float64)
     for k in range(b.shape[0]):
         s = 0.0
         for j in range(m - 1, -1, -1):
@@ -306,11 +317,9 @@ def prod_fwd(caddr, row):
     if dt != F32 and dt != F64:
         return E_DTYPE
     X, b, step, m = _input_lines(C, a, dim)
-    osh = _reduced_shape(shape, dim, keep)
-    out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+    out, V = _reduced_output(C, dt, shape, dim, keep, b.shape[0])
     if out < 0:
         return out
-    V = np.empty(b.shape[0], np.float64)
     for k in range(b.shape[0]):
         p = 1.0
         for j in range(m):
@@ -325,17 +334,11 @@ def prod_bwd(caddr, row):
     with zeros, unlike prod / x_j)."""
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     if ga == 0:
         return K_OK
-    dt = T[row, R_ODTYPE]
     dim = T[row, R_IATTR]
-    G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
     X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
-    nin = 1
-    for d in range(shape.shape[0]):
-        nin *= shape[d]
-    GA = np.zeros(nin, np.float64)
     pre = np.empty(m + 1, np.float64)
     for k in range(b.shape[0]):
         pre[0] = 1.0
@@ -373,11 +376,9 @@ def var_fwd(caddr, row):
     corr = T[row, R_IATTR + 2]
     is_std = T[row, R_IATTR + 3] != 0
     X, b, step, m = _input_lines(C, a, dim)
-    osh = _reduced_shape(shape, dim, keep)
-    out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+    out, V = _reduced_output(C, dt, shape, dim, keep, b.shape[0])
     if out < 0:
         return out
-    V = np.empty(b.shape[0], np.float64)
     dof = m - corr
     for k in range(b.shape[0]):
         mean, ss = _moments(X, b[k], step, m) if m > 0 else (np.nan, np.nan)
@@ -390,21 +391,14 @@ def var_fwd(caddr, row):
 def var_bwd(caddr, row):
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     if ga == 0:
         return K_OK
-    dt = T[row, R_ODTYPE]
     dim = T[row, R_IATTR]
     corr = T[row, R_IATTR + 2]
     is_std = T[row, R_IATTR + 3] != 0
-    n = out_numel(T, row)
-    G = _read(dt, row_grad_addr(C, row, 0), n)
     X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
     S = _saved_values(C, T[row, R_OSAVED], -1)[0] if is_std else G
-    nin = 1
-    for d in range(shape.shape[0]):
-        nin *= shape[d]
-    GA = np.zeros(nin, np.float64)
     dof = m - corr
     for k in range(b.shape[0]):
         mean = 0.0
@@ -466,11 +460,9 @@ def norm_fwd(caddr, row):
         return E_DTYPE
     ord_ = fattr_of(C)[row]
     X, b, step, m = _input_lines(C, a, dim)
-    osh = _reduced_shape(shape, dim, keep)
-    out = meta_contiguous(C, dt, osh.shape[0], osh, False)
+    out, V = _reduced_output(C, dt, shape, dim, keep, b.shape[0])
     if out < 0:
         return out
-    V = np.empty(b.shape[0], np.float64)
     for k in range(b.shape[0]):
         V[k] = _pnorm(X, b[k], step, m, ord_)
     _write(C, dt, data_addr(C, out), V)
@@ -482,20 +474,13 @@ def norm_bwd(caddr, row):
     norm is 0; for inf-norms the gradient is split among the elements attaining it."""
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga, shape, b, step, m = _grad_lines(C, row, 0)
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     if ga == 0:
         return K_OK
-    dt = T[row, R_ODTYPE]
     dim = T[row, R_IATTR]
     ord_ = fattr_of(C)[row]
-    n = out_numel(T, row)
-    G = _read(dt, row_grad_addr(C, row, 0), n)
     X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
     N = _saved_values(C, T[row, R_OSAVED], -1)[0]
-    nin = 1
-    for d in range(shape.shape[0]):
-        nin *= shape[d]
-    GA = np.zeros(nin, np.float64)
     for k in range(b.shape[0]):
         nk = N[k]
         if ord_ == 0.0:

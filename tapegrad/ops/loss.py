@@ -47,6 +47,23 @@ def _values(C, t):
 
 
 @jit
+def _loss_output(C, dt, red, L, denom, shape):
+    """The loss tensor: the per-element losses L (reduction none, of the given shape), or
+    their sum, divided by denom for the mean."""
+    if red == NONE:
+        out = meta_contiguous(C, dt, shape.shape[0], shape, False)
+        if out >= 0:
+            _write(C, dt, data_addr(C, out), L)
+        return out
+    out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
+    if out >= 0:
+        V = np.empty(1, np.float64)
+        V[0] = L.sum() / denom if red == MEAN else L.sum()
+        _write(C, dt, data_addr(C, out), V)
+    return out
+
+
+@jit
 def _log_clamped(v):
     return max(math.log(v), -100.0) if v > 0.0 else -100.0
 
@@ -130,22 +147,10 @@ def pointwise_fwd(caddr, row):
     for j in range(n):
         wj, pj = _weights(kind, W, w >= 0, j, n)
         L[j] = _pointwise(kind, X[j], Y[j], wj, pj, s)[0]
-    if red == NONE:
-        nd = M[x, M_NDIM]
-        out = meta_contiguous(C, dt, nd, M[x, M_SHAPE:M_SHAPE + nd].copy(), False)
-        if out < 0:
-            return out
-        _write(C, dt, data_addr(C, out), L)
-    else:
-        out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
-        if out < 0:
-            return out
-        tot = 0.0
-        for j in range(n):
-            tot += L[j]
-        V = np.empty(1, np.float64)
-        V[0] = tot / n if red == MEAN else tot
-        _write(C, dt, data_addr(C, out), V)
+    nd = M[x, M_NDIM]
+    out = _loss_output(C, dt, red, L, float(n), M[x, M_SHAPE:M_SHAPE + nd].copy())
+    if out < 0:
+        return out
     return set_outputs1(C, out)
 
 
@@ -248,19 +253,10 @@ def nll_fwd(caddr, row):
     L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
                             N, K, D, X, tgt, W)
     red = T[row, R_IATTR]
-    if red == NONE:
-        nd = ia[FV]
-        out = meta_contiguous(C, dt, nd, ia[FV + 1:FV + 1 + nd].copy(), False)
-        if out < 0:
-            return out
-        _write(C, dt, data_addr(C, out), L)
-    else:
-        out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
-        if out < 0:
-            return out
-        V = np.empty(1, np.float64)
-        V[0] = L.sum() / WT.sum() if red == MEAN else L.sum()
-        _write(C, dt, data_addr(C, out), V)
+    nd = ia[FV]
+    out = _loss_output(C, dt, red, L, WT.sum(), ia[FV + 1:FV + 1 + nd].copy())
+    if out < 0:
+        return out
     return set_outputs1(C, out)
 
 
