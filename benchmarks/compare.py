@@ -809,6 +809,53 @@ def table(L, results):
     return lines
 
 
+# ---------------------------------------------------------------- peak memory
+_PEAK_CODE = """
+import os, resource, sys
+sys.path.insert(0, {repo!r})
+import numpy as np
+import {module} as M
+from benchmarks.workloads import scalar_chain
+dt = {dtype!r}
+small = M.tensor(np.ones(16, dt), requires_grad=True)
+scalar_chain(small, 2).sum().backward()          # kernels loaded, imports done
+x = M.tensor(np.random.default_rng(4).standard_normal(1_000_000).astype(dt),
+             requires_grad=True)
+page = os.sysconf("SC_PAGE_SIZE")
+base = int(open("/proc/self/statm").read().split()[1]) * page
+scalar_chain(x, 40).sum().backward()             # 200 chain ops, then the sum
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+"""
+
+
+def peak_memory(L, log):
+    """Peak resident memory added by the 200-op chain on 1M elements (forward and
+    backward), each library in its own fresh process; rows for the Markdown table."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    libs = [("tapegrad", "tapegrad")] + [(p, p) for p in L.peers if p == "torch"]
+    rows = []
+    for dtype in ("float32", "float64"):
+        got = {}
+        for name, module in libs:
+            code = _PEAK_CODE.format(repo=repo, module=module, dtype=dtype)
+            try:
+                r = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                   text=True, timeout=600, cwd=repo, check=True)
+                got[name] = int(r.stdout.strip().splitlines()[-1]) / 2**20
+            except Exception as e:                      # noqa: BLE001
+                log(f"  peak memory, {name} {dtype}: {_err(e)}")
+        log(f"peak memory {dtype}: {got}")
+        if "tapegrad" not in got:
+            continue
+        cells = [f"{got['tapegrad']:.0f}"]
+        for peer in L.peers:            # the table's columns: value and ratio per peer
+            v = got.get(peer)
+            cells += [f"{v:.0f}", f"{got['tapegrad'] / v:.2f}"] if v else ["—", "—"]
+        rows.append(f"| peak memory added by the 200-op chain, 1M {dtype}, fwd+bwd | MB | "
+                    + " | ".join(cells) + " |")
+    return rows
+
+
 def main(argv=None):
     args = parse_args(argv)
     set_threads(args.threads)
@@ -825,9 +872,9 @@ def main(argv=None):
     if args.only:
         pat = re.compile(args.only, re.IGNORECASE)
         wls = [w for w in wls if pat.search(w.key) or pat.search(w.title)]
-        if not wls:
+        if not wls and not pat.search("peak memory"):
             log(f"no workload matches {args.only!r}; keys: "
-                + ", ".join(w.key for w in workloads(L)))
+                + ", ".join(w.key for w in workloads(L)) + ", peak memory")
             return 2
     results = []
     for wl in wls:
@@ -847,8 +894,11 @@ def main(argv=None):
         out.append(f"- {lib}: not installed, skipped ({why})")
     out.append("")
     out += table(L, results)
+    if not args.only or re.search(args.only, "peak memory", re.IGNORECASE):
+        out += peak_memory(L, log)
     out.append("")
-    out.append("Times in µs, medians over rounds; tapegrad/peer > 1 means tapegrad is slower. "
+    out.append("Times in µs, medians over rounds (peak memory: one fresh process per library, "
+               "the resident memory the chain adds); tapegrad/peer > 1 means tapegrad is slower. "
                "numpy is a hand-written forward+backward (the floor); jax runs jax.jit-compiled "
                "functions (its scalar-chain backward is jit(grad), forward included).")
     for wl, samples, notes in results:

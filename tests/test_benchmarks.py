@@ -9,7 +9,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _compare(tmp_path, hide_torch):
+def _compare(tmp_path, hide_torch, only="tiny op"):
     env = dict(os.environ)
     if hide_torch:
         stub = tmp_path / "stub"
@@ -17,7 +17,7 @@ def _compare(tmp_path, hide_torch):
         (stub / "torch.py").write_text("raise ImportError('torch hidden by the test')\n")
         env["PYTHONPATH"] = str(stub) + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-m", "benchmarks.compare", "--quick", "--rounds", "3",
-                          "--only", "tiny op"], cwd=ROOT, env=env, capture_output=True,
+                          "--only", only], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
@@ -39,3 +39,13 @@ def test_compare_with_torch_compares_against_it(tmp_path):
     pytest.importorskip("torch")
     header = _table_header(_compare(tmp_path, hide_torch=False))
     assert "tapegrad/torch" in header
+
+
+def test_compare_measures_peak_memory_of_the_chain(tmp_path):
+    """The 200-op chain's peak memory rows, one per dtype, in MB."""
+    text = _compare(tmp_path, hide_torch=True, only="peak memory")
+    rows = [line for line in text.splitlines() if line.startswith("| peak memory")]
+    assert len(rows) == 2
+    mb = [float(r.split("|")[3]) for r in rows]
+    # one saved 1M-element array per 5-op cycle (tanh's output, which pow also reads)
+    assert 100 < mb[0] < 400 and 200 < mb[1] < 800
