@@ -156,8 +156,20 @@ def _sum_into(A, shape, ast, acc, ost, scale, O):
         if shape[d] != 1 and ast[d] != s:
             contiguous = False
         s *= shape[d]
+    nd = shape.shape[0]
+    k = nd                          # reduced dims are exactly dims k.. (trailing)?
+    while k > 0 and ost[k - 1] == 0:
+        k -= 1
+    trailing = True
+    for d in range(k):
+        if ost[d] == 0 and shape[d] != 1:
+            trailing = False
     if full and contiguous:         # x.sum(): one vectorised pass
         acc[0] = _sum_contiguous(A, n)
+    elif contiguous and trailing and acc.shape[0] > 0:
+        m = n // acc.shape[0]       # x.sum(-1) and friends: one vectorised pass per row
+        for o in range(acc.shape[0]):
+            acc[o] = _sum_contiguous(A[o * m:(o + 1) * m], m)
     else:
         _odometer(shape, ast, ost, A, acc, True, 1.0)
     for i in range(O.shape[0]):
