@@ -812,7 +812,7 @@ def table(L, results):
 
 # ---------------------------------------------------------------- peak memory
 _PEAK_CODE = """
-import os, resource, sys
+import os, sys
 sys.path.insert(0, {repo!r})
 import numpy as np
 import {module} as M
@@ -822,10 +822,13 @@ small = M.tensor(np.ones(16, dt), requires_grad=True)
 scalar_chain(small, 2).sum().backward()          # kernels loaded, imports done
 x = M.tensor(np.random.default_rng(4).standard_normal(1_000_000).astype(dt),
              requires_grad=True)
-page = os.sysconf("SC_PAGE_SIZE")
-base = int(open("/proc/self/statm").read().split()[1]) * page
+def status(key):      # this process's own (not ru_maxrss: that keeps the parent's peak)
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+base = status("VmRSS")
 scalar_chain(x, 40).sum().backward()             # 200 chain ops, then the sum
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+print(status("VmHWM") - base)
 """
 
 
