@@ -16,6 +16,7 @@ with _kernel_cache():
     from .ops import index as _index  # noqa: F401
     from .ops import loss as _loss  # noqa: F401
     from .ops import function as _function  # noqa: F401
+    from .ops import compare as _compare  # noqa: F401
 
 import os as _os
 

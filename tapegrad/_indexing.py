@@ -317,16 +317,21 @@ def _row_positions(shape, d, idx):
     """Offsets of x.index_select(d, idx) (idx any shape, inserted at d), bounds checked."""
     size = shape[d]
     idx = np.asarray(idx, dtype=np.int64)
-    bad = (idx < -size) | (idx >= size)
-    if bad.any():
-        v = int(idx[bad].flat[0])
-        raise IndexError(f"index {v} is out of bounds for dimension {d} with size {size}")
-    idx = np.where(idx < 0, idx + size, idx)
-    outer = int(np.prod(shape[:d], dtype=np.int64))
-    inner = int(np.prod(shape[d + 1:], dtype=np.int64))
-    pos = (np.arange(outer, dtype=np.int64)[:, None, None] * (size * inner)
-           + idx.reshape(1, -1, 1) * inner + np.arange(inner, dtype=np.int64)[None, None, :])
-    return pos.reshape(tuple(shape[:d]) + idx.shape + tuple(shape[d + 1:]))
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        bad = (idx < -size) | (idx >= size)
+        if bad.any():
+            v = int(idx[bad].flat[0])
+            raise IndexError(f"index {v} is out of bounds for dimension {d} with size {size}")
+        idx = np.where(idx < 0, idx + size, idx)
+    outer = inner = 1
+    for n in shape[:d]:
+        outer *= n
+    for n in shape[d + 1:]:
+        inner *= n
+    rows = idx.reshape(-1, 1) * inner + np.arange(inner, dtype=np.int64)   # (k, inner)
+    if outer > 1:
+        rows = np.arange(outer, dtype=np.int64).reshape(-1, 1, 1) * (size * inner) + rows
+    return rows.reshape(tuple(shape[:d]) + idx.shape + tuple(shape[d + 1:]))
 
 
 def _take(t, opname, pos):

@@ -241,14 +241,50 @@ def _broadcast_check(a, b):
                                    f"({y}) at non-singleton dimension {d}")
 
 
+_KINDS = {"lt": 0, "le": 1, "gt": 2, "ge": 3, "eq": 4, "ne": 5}
+
+
 def _compare(ufunc, name):
+    """Float operands of one dtype (or a float tensor and a Python number): one compiled
+    call; anything else: NumPy, with PyTorch's promotion."""
+    kind = [_KINDS[name]]
+
     def method(self, other):
-        if not (isinstance(other, Tensor) or _is_scalar(other)):
+        if isinstance(other, Tensor):
+            b, s = other._i, 0.0
+        elif _is_scalar(other) and not isinstance(other, (bool, np.bool_)):
+            b, s = -1, float(other)
+        elif _is_scalar(other):
+            b, s = None, 0.0
+        else:
             return NotImplemented
+        if b is not None and _fast_compare(self, other, b):
+            r = _compare_op(self._i, b, s, kind)
+            if r >= 0:
+                return _wrap(r)
         _broadcast_check(self, other)
         return from_array(ufunc(_numpy_view(self), _array(other)))
     method.__name__ = name
     return method
+
+
+def _fast_compare(a, other, b):
+    m = E.meta
+    dt = m[a._i, L.M_DTYPE]
+    if dt != L.F32 and dt != L.F64:
+        return False
+    # a Python number is compared in the tensor's dtype, as PyTorch (and NumPy) do
+    return b < 0 or m[b, L.M_DTYPE] == dt
+
+
+def _compare_op(a, b, s, kind):
+    from .tensor import _OP, _CADDR
+    with E.lock:
+        E.iargs[0] = kind[0]
+        r = _OP(_CADDR, BY_NAME["compare"].opcode, a, b, s, 0)
+        if r < 0 and r in (L.E_NEED_KERNEL, L.E_GROW_META, L.E_GROW_STOR, L.E_GROW_TAPE):
+            return run(BY_NAME["compare"], a, b, s, flags=0, iargs=kind)
+    return r
 
 
 def _bitwise(name):

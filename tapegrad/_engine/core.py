@@ -958,7 +958,6 @@ def sweep(caddr, nroots, ncap, mode, retain):
     drain(C)
     M = meta_of(C)
     T = tape_of(C)
-    S = stor_of(C)
     I = iargs_of(C)
     E = err_of(C)
     bwd = bwd_table(C)
@@ -1096,7 +1095,6 @@ def _sweep_loop(caddr):
     C = ctx_of(caddr)
     M = meta_of(C)
     T = tape_of(C)
-    S = stor_of(C)
     E = err_of(C)
     bwd = bwd_table(C)
     info = opinfo_of(C)
@@ -1238,7 +1236,6 @@ def grad_of_row(caddr, r, k):
     C = ctx_of(caddr)
     T = tape_of(C)
     M = meta_of(C)
-    S = stor_of(C)
     sid = T[r, R_GBUF]
     if sid < 0:
         return -1

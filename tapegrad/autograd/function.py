@@ -9,8 +9,6 @@ input gradients into the row's edges, and resumes the sweep where it stopped.
 import gc
 import weakref
 
-import numpy as np
-
 from .._engine import layout as L
 from .._engine import core
 from .._engine.state import engine, GRAD_MODE
@@ -198,7 +196,6 @@ def _grad_tensor(row, k):
 
 def _input_shape(row, k):
     E = engine()
-    buf = np.zeros(L.MAXD, np.int64)
     base = L.R_IN + k * L.IW
     pr, t = int(E.tape[row, base + L.IN_ROW]), int(E.tape[row, base + L.IN_T])
     if pr >= 0:
