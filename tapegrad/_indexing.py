@@ -308,6 +308,15 @@ def _advanced(self, key):
     if len(key) == 1 and not isinstance(key[0], (bool, np.bool_)):
         idx = _np_index(key[0])
         if idx.dtype != np.bool_ and idx.ndim >= 1 and shape:       # x[idx]: rows
+            t = key[0]
+            if (isinstance(t, Tensor) and self.dtype.is_floating_point and idx.size
+                    and t.is_contiguous() and idx.min() >= 0 and idx.max() < shape[0]
+                    and idx.ndim + len(shape) - 1 <= L.MAXD):
+                # in range and non-negative (checked just now): the kernel reads the
+                # index tensor itself, no positions are made
+                out = list(idx.shape) + shape[1:]
+                return _wrap(run(BY_NAME["index_rows"], self._i, t._i,
+                                 fargs=[len(out)] + out))
             pos = _row_positions(shape, 0, idx)
             return _take(self, "index", pos)
     return _take(self, "index", _positions(shape, key))

@@ -1101,3 +1101,20 @@ def test_grad_fn_names_match_torch(expr, name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert eval(expr).grad_fn.name() == name
+
+
+def test_row_index_kernel_on_strided_base_and_2d_index():
+    """x[idx] with an int64 index tensor reads whole rows in one kernel (no positions):
+    a transposed (strided) base, a 2-D index with repeats, values and gradients."""
+    base = np.arange(24.0).reshape(2, 4, 3)
+    x = tg.tensor(base.transpose(1, 0, 2).copy(), dtype=tg.float64, requires_grad=True)
+    xt = x.transpose(0, 1)                                   # (2, 4, 3), strided
+    idx = np.array([[1, 0], [1, 1]])
+    out = xt[tg.tensor(idx)]
+    assert out.grad_fn.name() == "IndexBackward0"
+    np.testing.assert_array_equal(out.detach().numpy(), base[idx])
+    w = np.random.default_rng(0).standard_normal(out.shape)
+    (out * tg.tensor(w, dtype=tg.float64)).sum().backward()
+    expect = np.zeros_like(base)
+    np.add.at(expect, idx, w)
+    np.testing.assert_allclose(x.grad.numpy(), expect.transpose(1, 0, 2))

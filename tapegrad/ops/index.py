@@ -118,6 +118,79 @@ def take_bwd(caddr, row):
     return K_OK
 
 
+# ---------------------------------------------------------------- x[idx]: whole rows
+# input 1 is the index tensor itself (int64, contiguous, values in [0, rows): checked in
+# Python); the output is idx.shape + x.shape[1:], whose ndim and shape are forward-only
+# iargs FV. The positions never exist: each index picks one row.
+@jit
+def _take_rows(X, xoff, idx, inner_off, O):
+    k = inner_off.shape[0]
+    for i in range(idx.shape[0]):
+        base = xoff * idx[i]
+        for j in range(k):
+            O[i * k + j] = X[base + inner_off[j]]
+
+
+@jit
+def _untake_rows(G, idx, k, GA):
+    for i in range(idx.shape[0]):
+        base = idx[i] * k
+        for j in range(k):
+            GA[base + j] += G[i * k + j]
+
+
+def take_rows_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    ia = iargs_of(C)
+    a = input_id(C, row, 0)
+    p = input_id(C, row, 1)
+    dt = M[a, M_DTYPE]
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    nd = ia[FV]
+    out = meta_contiguous(C, dt, nd, ia[FV + 1:FV + 1 + nd].copy(), False)
+    if out < 0:
+        return out
+    na = M[a, M_NDIM]
+    inner_off = offsets(M[a, M_SHAPE + 1:M_SHAPE + na].copy(),
+                        M[a, M_STRIDE + 1:M_STRIDE + na].copy())
+    m = M[p, M_NUMEL]
+    n = m * inner_off.shape[0]
+    idx = i64_at(data_addr(C, p), m)
+    if dt == F32:
+        _take_rows(f32_at(data_addr(C, a), span(M, a)), M[a, M_STRIDE], idx, inner_off,
+                   f32_at(data_addr(C, out), n))
+    else:
+        _take_rows(f64_at(data_addr(C, a), span(M, a)), M[a, M_STRIDE], idx, inner_off,
+                   f64_at(data_addr(C, out), n))
+    return set_outputs1(C, out)
+
+
+def take_rows_bwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return K_OK
+    ishape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, 0, ishape)
+    nin = 1
+    for d in range(nd):
+        nin *= ishape[d]
+    k = nin // ishape[0] if ishape[0] > 0 else 0
+    sp = T[row, R_IN + IW + IN_SAVED]
+    m = M[sp, M_NUMEL]
+    idx = i64_at(data_addr(C, sp), m)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _untake_rows(f32_at(g, m * k), idx, k, f32_at(ga, nin))
+    else:
+        _untake_rows(f64_at(g, m * k), idx, k, f64_at(ga, nin))
+    return K_OK
+
+
 # ---------------------------------------------------------------- x[key] = v
 # in place on input 0; input 1 the positions, input 2 the values (shaped like the
 # positions, any layout); attrs [0]: 1 to accumulate (index_put_(accumulate=True))
@@ -299,6 +372,8 @@ def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if):
 for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSelectBackward0"),
                         ("gather", "GatherBackward0"), ("masked_select", "MaskedSelectBackward0")):
     _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 2, (0,), {0: ("b",)})
+_index_op("index_rows", "IndexBackward0", "take_rows_fwd", "take_rows_bwd", 2, (0,),
+          {0: ("b",)})
 _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
           {0: ("b",), 2: ("b",)})
 _index_op("where", "WhereBackward0", "where_fwd", "where_bwd", 3, (0, 1),
