@@ -1185,3 +1185,90 @@ def test_saving_an_unsupported_object_raises_type_error(tmp_path, obj):
     with pytest.raises(TypeError, match="cannot save"):
         tg.save(obj, tmp_path / "x.ckpt")
     assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------- F.linear as one row
+def _linear_inputs(dtype, rng, batch=5):
+    x = tg.tensor(rng.standard_normal((batch, 3)).astype(dtype), requires_grad=True)
+    w = tg.tensor(rng.standard_normal((4, 3)).astype(dtype), requires_grad=True)
+    b = tg.tensor(rng.standard_normal(4).astype(dtype), requires_grad=True)
+    return x, w, b
+
+
+def test_linear_with_bias_is_one_addmm_row_with_exact_gradients():
+    rng = np.random.default_rng(11)
+    x, w, b = _linear_inputs(np.float64, rng)
+    y = nn.functional.linear(x, w, b)
+    assert y.grad_fn.name() == "AddmmBackward0"
+    # PyTorch's input order: bias, input, weight
+    nxt = y.grad_fn.next_functions
+    assert [n.variable is t for (n, _), t in zip(nxt, (b, x, w))] == [True, True, True]
+    g = rng.standard_normal((5, 4))
+    y.backward(tg.tensor(g))
+    xn, wn = x.detach().numpy(), w.detach().numpy()
+    np.testing.assert_allclose(y.detach().numpy(), xn @ wn.T + b.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(x.grad.numpy(), g @ wn, rtol=1e-14)
+    np.testing.assert_allclose(w.grad.numpy(), g.T @ xn, rtol=1e-14)
+    np.testing.assert_allclose(b.grad.numpy(), g.sum(0), rtol=1e-14)
+    assert tg.testing.gradcheck(nn.functional.linear, (x, w, b))
+
+
+def test_linear_gradients_only_where_wanted_and_accumulate():
+    rng = np.random.default_rng(12)
+    x, w, b = _linear_inputs(np.float32, rng)
+    x = x.detach()                         # an input that wants no gradient
+    for _ in range(2):
+        nn.functional.linear(x, w, b).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.ones((4, 5)) @ x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), np.full(4, 10.0), rtol=1e-6)
+    assert x.grad is None
+
+
+@pytest.mark.parametrize("case", ["transposed_input", "batched_3d", "vector", "no_bias"])
+def test_linear_other_layouts_are_composed_and_exact(case):
+    rng = np.random.default_rng(13)
+    w = tg.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    b = tg.tensor(rng.standard_normal(4), requires_grad=True)
+    shape = {"transposed_input": (3, 5), "batched_3d": (2, 5, 3), "vector": (3,),
+             "no_bias": (5, 3)}[case]
+    xn = rng.standard_normal(shape)
+    x = tg.tensor(xn, requires_grad=True)
+    xin = x.t() if case == "transposed_input" else x
+    y = nn.functional.linear(xin, w, None if case == "no_bias" else b)
+    if case != "no_bias":
+        assert y.grad_fn.name() == "AddBackward0"
+    xr = xn.T if case == "transposed_input" else xn
+    ref = xr @ w.detach().numpy().T + (0 if case == "no_bias" else b.detach().numpy())
+    np.testing.assert_allclose(y.detach().numpy(), ref, rtol=1e-14)
+    args = (x, w) if case == "no_bias" else (x, w, b)
+    fn = ((lambda x, w, *r: nn.functional.linear(x.t(), w, *r)) if case == "transposed_input"
+          else nn.functional.linear)
+    assert tg.testing.gradcheck(fn, args)
+
+
+def test_linear_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(14)
+    for dt in (np.float32, np.float64):
+        x, w, b = _linear_inputs(dt, rng, batch=7)
+        tx, tw, tb = (torch.tensor(t.detach().numpy(), requires_grad=True) for t in (x, w, b))
+        y = nn.functional.linear(x, w, b)
+        ty = torch.nn.functional.linear(tx, tw, tb)
+        assert y.grad_fn.name() == ty.grad_fn.name()
+        g = rng.standard_normal((7, 4)).astype(dt)
+        y.backward(tg.tensor(g))
+        ty.backward(torch.tensor(g))
+        tol = 1e-5 if dt == np.float32 else 1e-12
+        for a, c in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
+            np.testing.assert_allclose(a.detach().numpy(), c.detach().numpy(), rtol=tol,
+                                       atol=tol)
+
+
+def test_linear_saved_weight_modified_in_place_raises():
+    rng = np.random.default_rng(15)
+    x, w, b = _linear_inputs(np.float64, rng)
+    y = nn.functional.linear(x, w, b)
+    with tg.no_grad():
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -16,6 +16,7 @@ from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: 
 from .._promotion import result_type, to, from_array
 from ..tensor import Tensor, run, _wrap, _numpy_view
 from ..ops.registry import BY_NAME
+from ..tensor import E as _E
 from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -34,8 +35,29 @@ def tanh(input):
 
 
 def linear(input, weight, bias=None):
+    if (bias is not None and type(input) is Tensor and isinstance(weight, Tensor)
+            and isinstance(bias, Tensor) and input.ndim == 2 and weight.ndim == 2
+            and bias.ndim == 1 and input.dtype is weight.dtype is bias.dtype
+            and input.dtype.is_floating_point and input.shape[1] == weight.shape[1]
+            and bias.shape[0] == weight.shape[0] and _contiguous3(input, weight, bias)):
+        return _wrap(run(_LINEAR, bias._i, input._i, c=weight._i))   # one AddmmBackward0 row
     out = input @ weight.t() if weight.ndim == 2 else input @ weight
     return out if bias is None else out + bias
+
+
+def _contiguous3(x, w, b):
+    M = _E.meta
+    for t in (x, w, b):
+        m = M[t._i]
+        nd = m[_NDIM]
+        if m[_STRIDE + nd - 1] != 1 or (nd == 2 and m[_STRIDE] != m[_SHAPE + 1]
+                                        and m[_SHAPE] != 1):
+            return False
+    return True
+
+
+_LINEAR = BY_NAME["linear"]
+_NDIM, _SHAPE, _STRIDE = L.M_NDIM, L.M_SHAPE, L.M_STRIDE
 
 
 def _reduction(reduction, size_average=None, reduce=None):
@@ -194,11 +216,6 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, sm
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
     n, c, d, out_shape = _class_layout(input, target, fn)
-    t = _numpy_view(target)
-    if t.size and (t.min() < 0 or t.max() >= c):
-        bad = ((t < 0) | (t >= c)) & (t != ignore_index)
-        if bad.any():
-            raise IndexError(f"Target {int(t[bad].flat[0])} is out of bounds.")
     w = -1
     if weight is not None:
         if not isinstance(weight, Tensor) or weight.ndim != 1 or weight.shape[0] != c:
@@ -273,17 +290,33 @@ del L
 
 # ---------------------------------------------------------------- layers' functions
 def dropout(input, p=0.5, training=True, inplace=False):
-    """Zeroes elements with probability p (tapegrad's seeded generator), scales the rest by
-    1 / (1 - p); the identity when not training."""
+    """Zeroes elements with probability p, scales the rest by 1 / (1 - p); the identity
+    when not training. The mask is drawn inside a kernel from one seed taken from
+    tapegrad's generator, so a compiled replay draws fresh masks the same way."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    from .._creation import _GEN
-    keep = _GEN[0].random(tuple(input.shape)) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    mask = from_array((keep * scale).astype(input.dtype.np))
-    return input * mask
+    return input * dropout_mask(input.shape, input.dtype, p, scale)
+
+
+def dropout_mask(shape, dtype, p, scale):
+    from .._creation import _GEN, empty
+    from .._engine import layout as L, random as R
+    from .._engine.state import engine, native_entry, RECORDING
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"dropout: expected a floating point tensor, got {dtype.name}")
+    mask = empty(*shape, dtype=dtype)
+    E = engine()
+    m = E.meta[mask._i]
+    addr = int(E.stor[m[L.M_SID], L.S_ADDR])
+    seed = int(_GEN[0].integers(0, 2 ** 63))
+    native_entry(R.fill_dropout, R.FILL_SIG, engine_key=True)(
+        addr, int(m[L.M_NUMEL]), int(dtype is D.float64), seed, float(p), float(scale))
+    if RECORDING[0] is not None:
+        RECORDING[0].dropout_mask(mask._i, p, scale, shape, int(m[L.M_DTYPE]))
+    return mask
 
 
 def embedding(input, weight, padding_idx=None):
