@@ -17,6 +17,7 @@ with _kernel_cache():
     from .ops import loss as _loss  # noqa: F401
     from .ops import function as _function  # noqa: F401
     from .ops import compare as _compare  # noqa: F401
+    from .ops import linear as _linear_op  # noqa: F401
 
 import os as _os
 
@@ -45,6 +46,7 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
     from .autograd import (no_grad, enable_grad, inference_mode, set_grad_enabled,
                            is_grad_enabled)
     from . import testing
+    from .replay.compiled import compile, CompileWarning  # noqa: A004  (PyTorch's spelling)
 
 __version__ = "0.1.0"
 

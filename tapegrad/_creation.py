@@ -6,7 +6,8 @@ import numpy as np
 from . import _dtype as D
 from ._engine import layout as L
 from ._engine import core
-from .tensor import Tensor, E, _wrap, _numpy_view
+from ._engine.state import RECORDING
+from .tensor import Tensor, E, _wrap, _array_of
 
 _GEN = [np.random.Generator(np.random.PCG64(0))]
 
@@ -57,6 +58,8 @@ def empty(*size, dtype=None, requires_grad=False, _zero=False, _fn="empty"):
     with E.lock:
         E.iargs[:len(shape)] = shape
         t = _wrap(E.call(core.new_tensor, dt.code, len(shape), _zero))
+    if RECORDING[0] is not None:
+        RECORDING[0].created(t._i)
     if requires_grad:
         _creation_grad_check(t.dtype, True)
         t.requires_grad_(True)
@@ -73,7 +76,9 @@ def _from_array(arr, dt, requires_grad):
     with E.lock:
         E.iargs[:arr.ndim] = arr.shape
         t = _wrap(E.call(core.new_tensor, dt.code, arr.ndim, False))
-    _numpy_view(t)[...] = arr
+    _array_of(t)[...] = arr
+    if RECORDING[0] is not None:
+        RECORDING[0].created(t._i)
     if requires_grad:
         _creation_grad_check(t.dtype, True)
         t.requires_grad_(True)
@@ -117,6 +122,8 @@ def from_numpy(arr):
         # id may be a recycled one whose release is still queued
         E.flush()
         E.ext[int(E.meta[i, L.M_SID])] = arr
+    if RECORDING[0] is not None:
+        RECORDING[0].created(i)
     return _wrap(i)
 
 
@@ -125,7 +132,7 @@ def full(size, fill_value, dtype=None, requires_grad=False):
         dtype = (D.bool_ if isinstance(fill_value, bool) else
                  D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
     t = empty(*_size((size,), "full"), dtype=dtype, _fn="full")
-    _numpy_view(t)[...] = fill_value
+    _array_of(t)[...] = fill_value
     if requires_grad:
         _creation_grad_check(t.dtype, True)
         t.requires_grad_(True)
@@ -139,7 +146,7 @@ def zeros(*size, dtype=None, requires_grad=False):
 def ones(*size, dtype=None, requires_grad=False):
     _creation_grad_check(_dtype_arg(dtype), requires_grad)
     t = empty(*size, dtype=dtype, _fn="ones")
-    _numpy_view(t)[...] = 1
+    _array_of(t)[...] = 1
     return t.requires_grad_(True) if requires_grad else t
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from ._engine import layout as L
+from ._engine.state import RECORDING
 from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim
 from .ops.registry import BY_NAME
 
@@ -193,6 +194,13 @@ def inplace(method, opname, a, b):
                            f"type {_type_name(a.dtype)}")
     if a.dtype.is_floating_point:
         return method(a, to(b, a.dtype) if isinstance(b, Tensor) else b)
+    rec = RECORDING[0]
+    if (rec is not None and a.dtype is D.int64 and opname in ("add", "sub")
+            and isinstance(b, int) and not isinstance(b, bool) and a.is_contiguous()):
+        # (a counter such as BatchNorm's num_batches_tracked: one replayable event)
+        rec.int_add(a._i, b if opname == "add" else -b)
+        with rec.paused():
+            return inplace(method, opname, a, b)
     out = _numpy_view(a)
     out[...] = _NUMPY_BINARY[opname](out, _array(b)).astype(a.dtype.np)
     bump_version(a)

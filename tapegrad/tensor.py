@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtype as D
 from ._engine import layout as L
 from ._engine import core
-from ._engine.state import engine, EngineError, GRAD_MODE
+from ._engine.state import engine, EngineError, GRAD_MODE, RECORDING
 from .autograd import graph
 from .ops import registry
 from .ops.registry import BY_NAME, OPS
@@ -42,6 +42,13 @@ def _is_scalar(x):
     """Python and NumPy real scalars (np.float64(2) * x stays a tensor op)."""
     return isinstance(x, (numbers.Real, np.bool_))
 _LEAVES = weakref.WeakValueDictionary()     # leaf id -> its wrapper (for .variable)
+STRUCTURE = [0]     # bumped when what a compiled replay guards on may have changed
+                    # (requires_grad, .data swaps, modules' parameters and modes)
+
+
+def _note_break(reason):
+    if RECORDING[0] is not None:
+        RECORDING[0].graph_break(reason)
 
 
 class Size(tuple):
@@ -137,6 +144,8 @@ class Tensor:
             _LEAVES[self._i] = self
         else:
             m[L.M_FLAGS] &= ~L.FL_REQ
+        STRUCTURE[0] += 1
+        _note_break("changing requires_grad")
 
     def requires_grad_(self, requires_grad=True):
         if requires_grad and E.meta[self._i, L.M_ROW] >= 0:
@@ -160,6 +169,7 @@ class Tensor:
         return bool(E.meta[self._i, L.M_FLAGS] & L.FL_RETAIN)
 
     def retain_grad(self):
+        _note_break("retain_grad() (a replay makes new tensors each step)")
         m = E.meta[self._i]
         if not m[L.M_FLAGS] & L.FL_REQ:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -179,6 +189,8 @@ class Tensor:
                 "mistake, make sure you access the leaf Tensor instead.", UserWarning,
                 stacklevel=2)
         g = int(m[L.M_GRAD])
+        if RECORDING[0] is not None:
+            RECORDING[0].grad_read(self._i, g)
         if g < 0:
             return None
         try:
@@ -213,9 +225,12 @@ class Tensor:
             m = E.meta[self._i]
             m[L.M_GRAD] = gid
             self._gw = value if gid == value._i else None
+            _note_break("assigning a tensor to .grad")
         else:
             m[L.M_GRAD] = -1
             self._gw = None
+            if RECORDING[0] is not None:
+                RECORDING[0].grad_cleared(self._i, True)
         if old >= 0:
             E.release(old)
 
@@ -233,6 +248,13 @@ class Tensor:
             raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
         if E.meta[self._i, L.M_ROW] >= 0:
             raise RuntimeError("data can only be assigned to a leaf tensor")
+        mine, theirs = E.meta[self._i], E.meta[value._i]
+        if (mine[L.M_SID] == theirs[L.M_SID] and mine[L.M_OFF] == theirs[L.M_OFF]
+                and (mine[L.M_NDIM:L.M_DTYPE + 1] == theirs[L.M_NDIM:L.M_DTYPE + 1]).all()
+                and (mine[L.M_SHAPE:] == theirs[L.M_SHAPE:]).all()):
+            return      # the same memory and layout (`p.data -= u` assigns p's own data back)
+        STRUCTURE[0] += 1
+        _note_break("assigning .data")
         req = self.requires_grad
         grad = self.grad
         new = E.call(core.detach, value._i)
@@ -282,6 +304,9 @@ class Tensor:
 
     def register_hook(self, hook):
         return _register_hook(self, hook)
+
+    def _has_grad(self):
+        return E.meta[self._i, L.M_GRAD] >= 0
 
     def detach_(self):
         m = E.meta[self._i]
@@ -354,6 +379,28 @@ class Tensor:
         return f"tapegrad.{self.dtype.tensor_type}"
 
 
+def zero_grads(params, set_to_none):
+    """zero_grad() of modules and optimizers. A recording logs it for every parameter,
+    whether or not it has a gradient now: a replayed step must clear the gradients the
+    step before it made."""
+    rec = RECORDING[0]
+    for p in params:
+        if rec is not None:
+            rec.grad_cleared(p._i, set_to_none)
+            with rec.paused():
+                _clear_grad(p, set_to_none)
+        else:
+            _clear_grad(p, set_to_none)
+
+
+def _clear_grad(p, set_to_none):
+    if p._has_grad():
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad.detach().zero_()
+
+
 # ---------------------------------------------------------------- wrapping
 def _wrap(i):
     """A wrapper for a fresh id whose reference count already counts the wrapper."""
@@ -388,6 +435,18 @@ _ITEMSIZE = tuple(d.itemsize for d in D.BY_CODE)
 
 
 def _numpy_view(t):
+    """The tensor's memory as a NumPy array. While a step is recorded for
+    tapegrad.compile this is a graph break: Python would see (or write) values a replay
+    never shows it."""
+    if RECORDING[0] is not None:
+        RECORDING[0].graph_break("Python reads or writes a tensor's values (.item(), "
+                                 ".tolist(), .numpy(), printing, or an op tapegrad computes "
+                                 "with NumPy, such as integer math or index checks)")
+    return _array_of(t)
+
+
+def _array_of(t):
+    """_numpy_view without the recording check: for filling a tensor just made."""
     m = E.meta[t._i].tolist()           # one conversion, then plain ints
     code = m[L.M_DTYPE]
     isz = _ITEMSIZE[code]
@@ -469,6 +528,8 @@ def op_error(exc, op, a, b):
                             "tensor refers to a single memory location. Please clone() the "
                             "tensor before performing the operation.")
     if code == L.E_VALUE:
+        if name.startswith(("nll_loss", "cross_entropy")):
+            return IndexError(f"Target {int(exc.err[1])} is out of bounds.")
         if name == "binary_cross_entropy":
             return RuntimeError("all elements of input should be between 0 and 1")
         return RuntimeError(f"{name}: an input value is outside the op's domain")

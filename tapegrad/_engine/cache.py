@@ -14,9 +14,10 @@ import tempfile
 import numba
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_KERNEL_DIRS = ("_engine", "ops", "optim")
+_KERNEL_DIRS = ("_engine", "ops", "optim", "replay")
 _NOT_KERNELS = {"state.py", "cache.py", "__init__.py", "optimizer.py",
-                "lr_scheduler.py"}          # pure Python: no compiled code
+                "lr_scheduler.py", "recorder.py", "plan.py",
+                "compiled.py"}  # pure Python: no compiled code
 
 
 def _source_hash(dirs=_KERNEL_DIRS):

@@ -56,7 +56,62 @@ def set_contiguous_strides(M, t):
     M[t, M_NUMEL] = st
 
 
+# ---------------------------------------------------------------- recording
+@jit
+def rec_at(C, n):
+    """Where an n-word event goes in the recording log, or -1: not recording, or the log
+    is full (then it is marked overflowed and the recording cannot be replayed)."""
+    if C[C_REC] == 0:
+        return -1
+    p = C[C_RECN]
+    if p < 0:
+        return -1
+    if p + n > C[C_RECCAP]:
+        C[C_RECN] = -1
+        return -1
+    C[C_RECN] = p + n
+    return p
+
+
+@jit
+def rec_log(C):
+    return i64_at(C[C_REC], C[C_RECCAP])
+
+
+@jit
+def rec3(C, kind, x, y):
+    p = rec_at(C, 3)
+    if p >= 0:
+        R = rec_log(C)
+        R[p] = kind
+        R[p + 1] = x
+        R[p + 2] = y
+
+
 # ---------------------------------------------------------------- allocation
+@jit
+def _planned_addr(C, sid, nb, zero):
+    """A replayed step's k-th allocation takes the arena block the plan gives it, if the
+    sizes agree and the block is free (else it is malloc'ed: a plan can only save work,
+    never hand out memory still in use)."""
+    k = C[C_PLANK]
+    if k >= C[C_PLANN]:
+        return 0
+    C[C_PLANK] = k + 1
+    P = i64_at(C[C_PLAN], (k + 1) * PLW)[k * PLW:]
+    addr = P[PL_ADDR]
+    if addr == 0 or P[PL_BYTES] != nb:
+        return 0
+    occ = i64_at(P[PL_OCC], 1)
+    if occ[0] != 0:
+        return 0
+    occ[0] = sid + 1
+    stor_of(C)[sid, S_OCC] = P[PL_OCC]
+    if zero:
+        u8_at(addr, nb)[:] = 0
+    return addr
+
+
 @jit
 def stor_new(C, nbytes, zero):
     """A storage of nbytes (refcount 0). Returns -1 when the table is full, -2 when
@@ -66,21 +121,29 @@ def stor_new(C, nbytes, zero):
     if sid < 0:
         return -1
     nb = nbytes if nbytes > 8 else 8
-    if zero:
-        addr = c_calloc(1, nb)
-    else:
-        addr = c_malloc(nb)
+    kind = 0
+    addr = 0
+    if C[C_PLANN] > 0:
+        addr = _planned_addr(C, sid, nb, zero)
+        kind = 3 if addr != 0 else 0
     if addr == 0:
-        return -2
+        if zero:
+            addr = c_calloc(1, nb)
+        else:
+            addr = c_malloc(nb)
+        if addr == 0:
+            return -2
+        C[C_BYTES] += nb
     C[C_STOR_FREE] = S[sid, S_NEXT]
     S[sid, S_ADDR] = addr
     S[sid, S_NBYTES] = nb
     S[sid, S_REFS] = 0
     S[sid, S_VERSION] = 0
-    S[sid, S_KIND] = 0
+    S[sid, S_KIND] = kind
     S[sid, S_NEXT] = -1
     C[C_LIVE_STOR] += 1
-    C[C_BYTES] += nb
+    if C[C_REC] != 0:
+        rec3(C, EV_ALLOC, sid, nb)
     return sid
 
 
@@ -104,6 +167,12 @@ def meta_new(C, sid, off, nd, dt):
     S = stor_of(C)
     S[sid, S_REFS] += 1
     C[C_LIVE_META] += 1
+    if C[C_REC] != 0:
+        p = rec_at(C, 2)
+        if p >= 0:
+            R = rec_log(C)
+            R[p] = EV_BIRTH
+            R[p + 1] = t
     return t
 
 
@@ -263,9 +332,13 @@ def decref(C, kind, i):
             C[C_TAPE_FREE] = i
             C[C_LIVE_ROWS] -= 1
         else:
+            if C[C_REC] != 0:
+                rec3(C, EV_FREE, i, 0)
             if S[i, S_KIND] == 0:
                 c_free(S[i, S_ADDR])
                 C[C_BYTES] -= S[i, S_NBYTES]
+            elif S[i, S_KIND] == 3:
+                i64_at(S[i, S_OCC], 1)[0] = 0       # the arena block is free again
             elif S[i, S_KIND] == 1:
                 q = i64_at(C[C_EXTQ], C[C_STOR_CAP])
                 q[C[C_EXTN]] = i
@@ -669,6 +742,30 @@ def _inplace_check(C, a, b, grad_on, record):
 
 
 @jit
+def _log_op(C, op, ids, s, flags):
+    nouts = C[C_NOUTS]
+    n = 9 + nouts + EV_NIARG
+    p = rec_at(C, n)
+    if p < 0:
+        return
+    R = rec_log(C)
+    R[p] = EV_OP
+    R[p + 1] = n
+    R[p + 2] = op
+    for k in range(MAXIN):
+        R[p + 3 + k] = ids[k]
+    f64_at(C[C_REC] + (p + 6) * 8, 1)[0] = s
+    R[p + 7] = flags
+    R[p + 8] = nouts
+    o = outs_of(C)
+    for j in range(nouts):
+        R[p + 9 + j] = o[j]
+    ia = iargs_of(C)
+    for j in range(EV_NIARG):
+        R[p + 9 + nouts + j] = ia[j]
+
+
+@jit
 def op_entry(caddr, op, a, b, s, flags):
     """Run op on tensors a, b (b < 0: absent or the Python scalar s); int arguments were
     written to iargs. Records a row when gradients are wanted. Returns the first output
@@ -766,6 +863,8 @@ def op_entry(caddr, op, a, b, s, flags):
     else:
         for j in range(nouts):
             M[outs[j], M_REFS] += 1         # the Python wrapper about to be made
+    if C[C_REC] != 0:
+        _log_op(C, op, ids, s, flags)
     if not record:
         row_discard(C, r)
         return outs[0]
@@ -1032,6 +1131,19 @@ def sweep(caddr, nroots, ncap, mode, retain):
                 E[3] = ver
                 E[4] = k
                 return E_VERSION
+    if C[C_REC] != 0:
+        n = 6 + 2 * nroots
+        p = rec_at(C, n)
+        if p >= 0:
+            R = rec_log(C)
+            R[p] = EV_SWEEP
+            R[p + 1] = n
+            R[p + 2] = nroots
+            R[p + 3] = ncap
+            R[p + 4] = mode
+            R[p + 5] = retain
+            for i in range(2 * nroots):
+                R[p + 6 + i] = I[i]
     # the state that must survive a pause for Python lives in buffers Python sized
     cap = C[C_SW_CAP]
     B = i64_at(C[C_SW_BUF], 4 * cap)
@@ -1332,7 +1444,20 @@ def data_alias(caddr, t):
     M[a, M_VSID] = sid
     if vs != M[a, M_SID]:
         decref(C, KIND_STOR, vs)
+    if C[C_REC] != 0:
+        _log_alias(C, 1, t, a)
     return a
+
+
+@jit
+def _log_alias(C, kind, t, a):
+    p = rec_at(C, 4)
+    if p >= 0:
+        R = rec_log(C)
+        R[p] = EV_ALIAS
+        R[p + 1] = kind
+        R[p + 2] = t
+        R[p + 3] = a
 
 
 @jit
@@ -1343,6 +1468,8 @@ def detach(caddr, t):
     M = meta_of(C)
     M[a, M_SRCOP] = -1
     M[a, M_REFS] = 1
+    if C[C_REC] != 0:
+        _log_alias(C, 0, t, a)
     return a
 
 

@@ -45,8 +45,10 @@ S_NBYTES = 1
 S_REFS = 2
 S_VERSION = 3    # the version counter lives with the storage: views and detach() share it
 S_KIND = 4       # 0 malloc'ed by tapegrad, 1 adopted NumPy memory (Python keeps the array),
-                 # 2 a version counter only (what .data counts with)
+                 # 2 a version counter only (what .data counts with), 3 a block of a
+                 # compiled replay's arena (the plan owns the memory)
 S_NEXT = 5
+S_OCC = 6        # kind 3 (a memory plan's arena block): address of the block's occupancy word
 SW = 8
 
 # ---- tape[row, :] -------------------------------------------------------------
@@ -116,7 +118,29 @@ C_RELQ_CAP = 35               #   in order from the tail and zeroes them (0 = em
 C_SW_BUF = 36                 # the sweep's state, kept across a pause for a Python callback:
 C_SW_CAP = 37                 #   buf = [stack | deliveries | captures | marked rows], cap each
 C_SW_STATE = 38               # address of state[SW_*]
-NCTX = 40
+C_REC = 40                    # recording for tapegrad.compile: address of the event log
+C_RECN = 41                   #   (0: not recording), words used (-1: it overflowed),
+C_RECCAP = 42                 #   capacity; see EV_*
+C_PLAN = 43                   # replaying with a memory plan: address of plan[], one entry per
+C_PLANK = 44                  #   allocation in order (see PL_*), the next entry, the number
+C_PLANN = 45                  #   of entries (0: no plan)
+NCTX = 48
+
+# ---- the recording log: what ran while tapegrad.compile recorded a function ----------
+EV_BIRTH = 1      # [EV_BIRTH, id]: a tensor id was made (by anything)
+EV_OP = 2         # [EV_OP, len, op, a, b, c, s bits, flags, nouts, outs..., iargs[0:EV_NIARG]]
+EV_ALIAS = 3      # [EV_ALIAS, kind (0 detach, 1 .data), source, new]
+EV_SWEEP = 4      # [EV_SWEEP, len, nroots, ncap, mode, retain, roots..., seeds...]
+EV_ALLOC = 5      # [EV_ALLOC, storage, bytes]: only while measuring a memory plan
+EV_FREE = 6       # [EV_FREE, storage]
+EV_PY = 7         # [EV_PY, what, x, y]: logged by Python (optimizer steps, .grad reads...)
+EV_NIARG = 36     # int arguments an op may read (forward-only ones end at 16 + 2 + 2*MAXD)
+
+# ---- plan[k*PLW : (k+1)*PLW]: where the k-th allocation of a replayed step goes --------
+PL_ADDR = 0       # address in the plan's arena, 0: malloc as usual (the buffer outlives
+PL_BYTES = 1      #   the step); the size it was planned for (another size mallocs)
+PL_OCC = 2        # address of the arena block's occupancy word (the storage using it, or
+PLW = 4           #   0): a block still in use is never handed out twice
 
 # ---- sweep state (persists while the sweep is paused for Python) -----------------
 SW_NS, SW_ND, SW_NCAP, SW_NM, SW_RETAIN, SW_STATUS, SW_PENDING, SW_ACTIVE = range(8)

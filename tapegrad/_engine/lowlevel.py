@@ -149,3 +149,45 @@ def i64_at(addr, n):
 @jit
 def u8_at(addr, n):
     return carray(ptr_u8(addr), (n,))
+
+
+def native_address(dispatcher, sig):
+    """Address of the machine code Numba compiled for dispatcher at sig, in Numba's own
+    calling convention: compiled code can call it through `native_caller` without
+    linking (and so re-optimising) a second copy of it."""
+    dispatcher.compile(sig)
+    cres = dispatcher.overloads[dispatcher.signatures[-1]]
+    return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+
+
+def _native_codegen(argtys):
+    def codegen(context, builder, signature, llargs):
+        fnty = context.call_conv.get_function_type(types.int64, argtys)
+        fp = builder.inttoptr(llargs[0], fnty.as_pointer())
+        _, res = context.call_conv.call_function(builder, fp, types.int64, argtys,
+                                                 list(llargs[1:]))
+        return res
+    return codegen
+
+
+_OP_ARGS = (types.int64, types.int64, types.int64, types.int64, types.float64, types.int64)
+_SWEEP_ARGS = (types.int64, types.int64, types.int64, types.int64, types.boolean)
+_I4_ARGS = (types.int64,) * 4
+
+
+@intrinsic
+def call_native_op(typingctx, fn, caddr, op, a, b, s, flags):
+    """Call op_entry (by its native_address) from compiled code."""
+    return types.int64(types.int64, *_OP_ARGS), _native_codegen(_OP_ARGS)
+
+
+@intrinsic
+def call_native_sweep(typingctx, fn, caddr, nroots, ncap, mode, retain):
+    """Call sweep (by its native_address) from compiled code."""
+    return types.int64(types.int64, *_SWEEP_ARGS), _native_codegen(_SWEEP_ARGS)
+
+
+@intrinsic
+def call_native_i4(typingctx, fn, x0, x1, x2, x3):
+    """Call a compiled int64 f(int64, int64, int64, int64) by its native_address."""
+    return types.int64(types.int64, *_I4_ARGS), _native_codegen(_I4_ARGS)

@@ -14,6 +14,7 @@ from .cache import kernel_cache
 
 with kernel_cache(engine=True):
     from . import core
+    from . import random  # noqa: F401  (declared here so its cache lands with the engine's)
 
 
 class EngineError(Exception):
@@ -280,6 +281,19 @@ class Engine:
 
 ENGINE = None
 GRAD_MODE = [1]     # bit 0: grad mode enabled (read on every op, so a list, not a lookup)
+RECORDING = [None]  # the tapegrad.compile recording in progress (Python-side events go there)
+_NATIVE = {}
+
+
+def native_entry(dispatcher, sig, engine_key=False):
+    """The C entry point of a compiled function for sig (compiled on first use), for
+    calls from Python with ints only."""
+    key = (dispatcher, sig)
+    e = _NATIVE.get(key)
+    if e is None:
+        with kernel_cache(engine=engine_key):
+            e = _NATIVE[key] = _entry(dispatcher, sig)
+    return e
 
 
 def engine():

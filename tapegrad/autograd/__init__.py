@@ -122,6 +122,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if create_graph:
         raise NotImplementedError("create_graph=True (higher-order gradients) is not "
                                   "supported by tapegrad yet")
+    from ..replay.recorder import note_break
+    note_break("autograd.grad (its results are new tensors for Python)")
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
     for t in inputs:

@@ -13,6 +13,7 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.state import engine, GRAD_MODE
 from .grad_mode import no_grad
+from ..replay.recorder import note_break
 
 _FUNCTION_ROWS = {}     # row -> _Record
 _ROW_HOOKS = {}         # row -> {output index: [hook, ...]}
@@ -122,6 +123,7 @@ class Function:
     @classmethod
     def apply(cls, *args):
         from ..tensor import Tensor
+        note_break(f"autograd.Function {cls.__name__} (its forward and backward are Python)")
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
@@ -293,6 +295,7 @@ class RemovableHandle:
 
 
 def register_hook(t, hook):
+    note_break("register_hook (hooks are Python)")
     """Tensor.register_hook: hook(grad) runs when t's gradient is computed, and may return
     a replacement."""
     if not t.requires_grad:
@@ -401,6 +404,7 @@ gc.callbacks.append(_on_gc)
 
 def drive(r, retain):
     """Serve the sweep's callbacks until it finishes; returns its final status."""
+    note_break("tensor hooks or an autograd.Function run during backward (Python)")
     E = engine()
     while r == L.E_CALLBACK:
         row, bits = int(E.err[0]), int(E.err[1])

@@ -3,7 +3,7 @@ import collections
 import collections.abc
 import itertools
 
-from ..tensor import Tensor
+from ..tensor import Tensor, STRUCTURE, zero_grads
 from .parameter import Parameter
 
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys",
@@ -30,6 +30,10 @@ class Module:
 
     def __setattr__(self, name, value):
         d = self.__dict__
+        if isinstance(value, (Tensor, Module)) or name == "training" or name in d.get(
+                "_parameters", ()) or name in d.get("_buffers", ()) or name in d.get(
+                "_modules", ()):
+            STRUCTURE[0] += 1       # what compiled replays guard on may have changed
         if isinstance(value, Parameter):
             self._check_init()
             self._forget(name, "_parameters")
@@ -212,6 +216,7 @@ class Module:
             raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
+        STRUCTURE[0] += 1
         return self
 
     def eval(self):
@@ -223,12 +228,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is not None:
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad = p.grad.detach() * 0
+        zero_grads(self.parameters(), set_to_none)
         return self
 
     def apply(self, fn):

@@ -250,6 +250,12 @@ def nll_fwd(caddr, row):
     if dt != F32 and dt != F64:
         return E_DTYPE
     N, K, D, X, tgt, W = _nll_setup(C, row, x, t, w)
+    ign = T[row, R_IATTR + 2]
+    for i in range(N * D):          # the kernel indexes by the targets: check them all
+        c = tgt[i]
+        if c != ign and (c < 0 or c >= K):
+            err_of(C)[1] = c
+            return E_VALUE
     L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
                             N, K, D, X, tgt, W)
     red = T[row, R_IATTR]

@@ -9,7 +9,7 @@ parameter's dtype (scalars rounded to it), so trajectories match PyTorch's.
 import numpy as np
 
 from .._engine.layout import F32, M_GRAD, M_NUMEL, M_DTYPE
-from .._engine.lowlevel import jit, ctx_of, meta_of, f32_at, f64_at
+from .._engine.lowlevel import jit, ctx_of, meta_of, f32_at, f64_at, i64_at
 from .._engine.core import data_addr, bump_version, is_contiguous
 
 P_ID, B1, B2, B3, STEP, NEW = 0, 1, 2, 3, 4, 5      # columns of the ids table
@@ -267,3 +267,39 @@ def adagrad_step(caddr, ids, h):
             _adagrad(P64, G64, S64, clr, h[3], h[2], h[4] != 0)
         _bump(C, ids, i)
     return 0
+
+
+# ---------------------------------------------------------------- native entries
+# One int-only signature per optimizer: Python calls it through its C entry point and a
+# compiled replay through its native address, so each update is compiled once.
+NATIVE_SIG = "int64(int64, int64, int64, int64)"
+NHYPER = 16             # the hyper-parameter array's length (each kernel reads its own)
+
+
+@jit
+def _tables(ids_addr, n, h_addr):
+    return i64_at(ids_addr, n * NCOL).reshape((n, NCOL)), f64_at(h_addr, NHYPER)
+
+
+@jit
+def sgd_native(caddr, ids_addr, n, h_addr):
+    ids, h = _tables(ids_addr, n, h_addr)
+    return sgd_step(caddr, ids, h)
+
+
+@jit
+def adam_native(caddr, ids_addr, n, h_addr):
+    ids, h = _tables(ids_addr, n, h_addr)
+    return adam_step(caddr, ids, h)
+
+
+@jit
+def rmsprop_native(caddr, ids_addr, n, h_addr):
+    ids, h = _tables(ids_addr, n, h_addr)
+    return rmsprop_step(caddr, ids, h)
+
+
+@jit
+def adagrad_native(caddr, ids_addr, n, h_addr):
+    ids, h = _tables(ids_addr, n, h_addr)
+    return adagrad_step(caddr, ids, h)

@@ -3,6 +3,8 @@ form, so values match step by step). They write group["lr"], which the next
 optimizer.step() reads."""
 import math
 
+from ..replay.recorder import note_break
+
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
@@ -30,6 +32,8 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch=None):
+        note_break("an lr scheduler's step (step the scheduler outside the compiled "
+                   "function: a replay reads the learning rate at every call)")
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1

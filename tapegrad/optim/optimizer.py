@@ -6,7 +6,9 @@ import numpy as np
 
 from .. import _creation
 from .._engine.cache import kernel_cache
-from ..tensor import Tensor, _CADDR
+from .._engine import layout as L
+from .._engine.state import RECORDING, native_entry, engine
+from ..tensor import Tensor, _CADDR, STRUCTURE, zero_grads
 
 with kernel_cache():
     from . import _kernels as K
@@ -62,16 +64,11 @@ class Optimizer:
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
+        STRUCTURE[0] += 1
 
     # ------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none=True):
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is not None:
-                    if set_to_none:
-                        p.grad = None
-                    else:
-                        p.grad.detach().zero_()
+        zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def _buffer_on(self, name, group):
         return True
@@ -82,41 +79,67 @@ class Optimizer:
             from ..autograd import enable_grad
             with enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            rows = []
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state.get(p)
-                created = st is None
-                if created:
-                    st = self._init_state(p, group)
-                    if st:                  # (plain SGD keeps no state, as PyTorch)
-                        self.state[p] = st
-                row = [p._i, -1, -1, -1, -1, int(created)]
-                for k, name in enumerate(self.buffers):
-                    b = st.get(name)
-                    if b is None and self._buffer_on(name, group):
-                        # an option switched on after the first step: its buffer starts now
-                        b = st[name] = self._new_buffer(name, p, group)
-                        row[K.NEW] = 1
-                        self.state[p] = st
-                    if b is not None:
-                        row[1 + k] = b._i
-                if self.has_step:
-                    row[K.STEP] = st["step"]._i
-                rows.append(row)
-            if not rows:
-                continue
-            h = np.array([float(group[n]) for n in self.hyper], np.float64)
-            r = self.kernel(_CADDR, np.array(rows, np.int64).reshape(-1, K.NCOL), h)
-            if r == K.E_LAYOUT:
-                raise RuntimeError(f"{type(self).__name__}.step(): parameters and their "
-                                   "gradients must be contiguous tensors")
-            if r < 0:
-                raise RuntimeError(f"{type(self).__name__}.step(): a state buffer is missing "
-                                   "(the optimizer's state was edited by hand?)")
+        for gi in range(len(self.param_groups)):
+            self.step_group(gi)
         return loss
+
+    def step_group(self, gi):
+        """Update the parameters of param group gi that have a gradient."""
+        group = self.param_groups[gi]
+        ids = self._id_table(group)
+        if ids is None:
+            return
+        h = self.hyper_values(group)
+        r = native_entry(self.kernel, K.NATIVE_SIG)(_CADDR, ids.ctypes.data, len(ids),
+                                                   h.ctypes.data)
+        if r == K.E_LAYOUT:
+            raise RuntimeError(f"{type(self).__name__}.step(): parameters and their "
+                               "gradients must be contiguous tensors")
+        if r < 0:
+            raise RuntimeError(f"{type(self).__name__}.step(): a state buffer is missing "
+                               "(the optimizer's state was edited by hand?)")
+        if RECORDING[0] is not None:
+            RECORDING[0].optimizer_step(self, gi, ids)
+
+    def hyper_values(self, group):
+        """The group's hyper-parameters as the kernel reads them (read at every step, so
+        a scheduler's change takes effect)."""
+        h = np.zeros(K.NHYPER, np.float64)
+        h[:len(self.hyper)] = [float(v) for v in self._hyper(group)]
+        return h
+
+    def _hyper(self, group):
+        return [group[n] for n in self.hyper]
+
+    def _id_table(self, group):
+        """The kernel's table for the parameters of the group that have a gradient
+        (creating state on first use), or None."""
+        rows = []
+        for p in group["params"]:
+            if engine().meta[p._i, L.M_GRAD] < 0:
+                continue
+            st = self.state.get(p)
+            created = st is None
+            if created:
+                st = self._init_state(p, group)
+                if st:                  # (plain SGD keeps no state, as PyTorch)
+                    self.state[p] = st
+                    STRUCTURE[0] += 1
+            row = [p._i, -1, -1, -1, -1, int(created)]
+            for k, name in enumerate(self.buffers):
+                b = st.get(name)
+                if b is None and self._buffer_on(name, group):
+                    # an option switched on after the first step: its buffer starts now
+                    b = st[name] = self._new_buffer(name, p, group)
+                    row[K.NEW] = 1
+                    self.state[p] = st
+                    STRUCTURE[0] += 1
+                if b is not None:
+                    row[1 + k] = b._i
+            if self.has_step:
+                row[K.STEP] = st["step"]._i
+            rows.append(row)
+        return np.array(rows, np.int64).reshape(-1, K.NCOL) if rows else None
 
     def _init_state(self, p, group):
         st = {}
@@ -156,6 +179,7 @@ class Optimizer:
                 raise ValueError("loaded state dict contains a parameter group that doesn't "
                                  "match the size of optimizer's group")
         self.state = {}
+        STRUCTURE[0] += 1
         for mine, theirs in zip(self.param_groups, groups):
             for p, idx in zip(mine["params"], theirs["params"]):
                 saved = state_dict["state"].get(idx, state_dict["state"].get(str(idx)))
@@ -193,7 +217,7 @@ def _check(cond, msg):
 
 
 class SGD(Optimizer):
-    kernel = staticmethod(K.sgd_step)
+    kernel = K.sgd_native
     hyper = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
     buffers = ("momentum_buffer",)
 
@@ -213,7 +237,7 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    kernel = staticmethod(K.adam_step)
+    kernel = K.adam_native
     hyper = ("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "decoupled")
     buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
     has_step = True
@@ -230,16 +254,10 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize))
 
-    def step(self, closure=None):
-        for g in self.param_groups:          # the kernel's flat view of the group
-            g_b1, g_b2 = g["betas"]
-            g["beta1"], g["beta2"], g["decoupled"] = g_b1, g_b2, self._decoupled
-        try:
-            return super().step(closure)
-        finally:
-            for g in self.param_groups:
-                for k in ("beta1", "beta2", "decoupled"):
-                    g.pop(k, None)
+    def _hyper(self, group):
+        b1, b2 = group["betas"]
+        return [group["lr"], b1, b2, group["eps"], group["weight_decay"], group["amsgrad"],
+                group["maximize"], self._decoupled]
 
     def _buffer_on(self, name, group):
         return name != "max_exp_avg_sq" or group["amsgrad"]
@@ -254,7 +272,7 @@ class AdamW(Adam):
 
 
 class RMSprop(Optimizer):
-    kernel = staticmethod(K.rmsprop_step)
+    kernel = K.rmsprop_native
     hyper = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize")
     buffers = ("square_avg", "grad_avg", "momentum_buffer")
     has_step = True
@@ -278,7 +296,7 @@ class RMSprop(Optimizer):
 
 
 class Adagrad(Optimizer):
-    kernel = staticmethod(K.adagrad_step)
+    kernel = K.adagrad_native
     hyper = ("lr", "lr_decay", "weight_decay", "eps", "maximize")
     buffers = ("sum",)
     has_step = True

@@ -1,0 +1,355 @@
+"""tapegrad.compile: record a step once, replay its tape in one compiled call.
+
+The first call (and every guard miss) runs the function eagerly while the engine records
+it; later calls whose guards match replay the recording for the new inputs: forward
+rows, the backward sweep and the optimizer updates, in one compiled call per call (or
+per k steps with `steps=k`). Anything a replay cannot repeat makes the function run
+eagerly from then on, with one warning saying what and where.
+"""
+import dis
+import functools
+import operator
+import inspect
+import warnings
+
+from .._engine import layout as L
+from .._engine.state import GRAD_MODE, RECORDING, engine
+from ..tensor import Tensor, STRUCTURE, _wrap, _adopt_ref
+from .plan import Program, Runner
+from .recorder import Recorder, GraphBreak
+from ..optim.optimizer import Optimizer
+from ..autograd.function import _LEAF_HOOKS
+
+_MAX_PLANS = 8
+
+
+class CompileWarning(UserWarning):
+    """tapegrad.compile fell back to eager execution for a function."""
+
+
+def compile(fn=None, *, steps=None):
+    """Compile a step function: `step = tapegrad.compile(step)` or `@tapegrad.compile`.
+
+    With steps=k, the compiled function takes its tensor arguments stacked along a new
+    first dim of size k and runs k steps (step i sees argument[i]) in one call, returning
+    the list of the k steps' results."""
+    if fn is None:
+        return lambda f: compile(f, steps=steps)
+    if steps is not None and (not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"compile: steps must be a positive int, got {steps!r}")
+    return CompiledFunction(fn, steps)
+
+
+def _flatten(value, out):
+    """The tensors inside value (tuples, lists, dicts), and a rebuild spec."""
+    if isinstance(value, Tensor):
+        out.append(value)
+        return ("t", len(out) - 1)
+    if isinstance(value, (tuple, list)):
+        return (type(value), [_flatten(v, out) for v in value])
+    if isinstance(value, dict):
+        return ("d", [(k, _flatten(v, out)) for k, v in value.items()])
+    return ("c", value)
+
+
+def _rebuild(spec, tensors):
+    kind, body = spec
+    if kind == "t":
+        return tensors[body]
+    if kind == "c":
+        return body
+    if kind == "d":
+        return {k: _rebuild(v, tensors) for k, v in body}
+    return kind(_rebuild(v, tensors) for v in body)
+
+
+class CompiledFunction:
+    def __init__(self, fn, steps):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.steps = steps
+        self.plans = {}             # guard key -> (Runner, return spec)
+        self.eager = None           # the GraphBreak that made this function eager
+        self._structure = None      # STRUCTURE[0] when the objects' fingerprint was taken
+        self._fingerprint = None
+        self._getters = None
+        self._last_visible = None
+        self.stats = {"recordings": 0, "replays": 0}
+
+    # ------------------------------------------------------------ guards
+    def _sources(self):
+        """Getters of what the function's code can see: the globals it loads, its closure
+        cells, and bound self."""
+        target = inspect.unwrap(self.fn)
+        out = []
+        if hasattr(target, "__self__"):
+            obj = target.__self__
+            out.append(lambda obj=obj: obj)
+            target = target.__func__
+        code = getattr(target, "__code__", None)
+        if code is None:
+            return out
+        g = getattr(target, "__globals__", {})
+        for name in sorted(_loaded_globals(code)):
+            out.append(functools.partial(g.get, name, _MISSING))
+        for cell in (target.__closure__ or ()):
+            out.append(functools.partial(_cell_value, cell))
+        return out
+
+    def _visible(self):
+        """Key parts for everything the function can see besides its arguments: numbers by
+        value, objects by identity, and one level into plain objects and small containers
+        (`trainer.model`, a list of layers). Reused while every value is the same object."""
+        if self._getters is None:
+            self._getters = self._sources()
+        vals = [get() for get in self._getters]
+        last = self._last_visible
+        if last is not None and all(map(operator.is_, vals, last[0])):
+            deep = [_members(v) for v in last[1]]
+            if all(len(a) == len(b) and all(map(operator.is_, a, b))
+                   for a, b in zip(deep, last[2])):
+                return last[3]
+        parts = []
+        holders, members = [], []
+        for v in vals:
+            parts.append(_part(v))
+            ms = _members(v)
+            if ms:
+                holders.append(v)
+                members.append(ms)
+                parts += [_part(x) for x in ms]
+        parts = tuple(parts)
+        self._last_visible = (vals, holders, members, parts)
+        return parts
+
+    def _objects(self, args, kwargs):
+        """Modules and optimizers the function can reach (their insides are fingerprinted
+        when the structure counter moved)."""
+        from ..nn.module import Module
+        from ..optim.optimizer import Optimizer
+        found = []
+        seen = set()
+        kinds = (Module, Optimizer)
+        values = [get() for get in self._getters] + list(args) + list(kwargs.values())
+        for v in values:
+            for x in [v] + _members(v):
+                if isinstance(x, kinds) and id(x) not in seen:
+                    seen.add(id(x))
+                    found.append(x)
+        return found
+
+    def _objects_fingerprint(self, args, kwargs):
+        from ..nn.module import Module
+        parts = []
+        for o in self._objects(args, kwargs):
+            if isinstance(o, Module):
+                parts.append(("m", id(o), tuple((id(p), p._i, p.requires_grad)
+                                                for p in o.parameters()),
+                              tuple(id(b) for b in o.buffers()),
+                              tuple(m.training for m in o.modules())))
+            else:
+                parts.append(("o", id(o), tuple(tuple((id(p), p._i) for p in g["params"])
+                                                for g in o.param_groups),
+                              tuple((id(p), tuple((k, v._i if isinstance(v, Tensor) else v)
+                                                  for k, v in st.items()))
+                                    for p, st in o.state.items())))
+        return tuple(parts)
+
+    def _key(self, args, kwargs):
+        parts = [GRAD_MODE[0], bool(_LEAF_HOOKS)]
+        meta = engine().meta
+        ids = []
+        values = args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]
+        for a in values:
+            if isinstance(a, Tensor):
+                i = a._i
+                m = meta[i].tolist()
+                nd = m[L.M_NDIM]
+                parts.append((tuple(m[L.M_SHAPE:L.M_SHAPE + nd]), m[L.M_DTYPE],
+                              m[L.M_FLAGS] & L.FL_REQ, m[L.M_ROW] < 0,
+                              tuple(m[L.M_STRIDE:L.M_STRIDE + nd])))
+                ids.append(i)
+            else:
+                parts.append(_part(a))
+        if len(set(ids)) != len(ids):           # the same tensor for two arguments
+            parts.append(("same", tuple(ids.index(i) for i in ids)))
+        if kwargs:
+            parts.append(tuple(sorted(kwargs)))
+        parts.append(self._visible())
+        if self._structure != STRUCTURE[0]:
+            self._fingerprint = self._objects_fingerprint(args, kwargs)
+            self._structure = STRUCTURE[0]
+        parts.append(self._fingerprint)
+        return tuple(parts)
+
+    # ------------------------------------------------------------ calls
+    def __call__(self, *args, **kwargs):
+        if self.eager is not None or RECORDING[0] is not None:
+            # (called while another compiled function records: its ops join that recording)
+            if self.steps:
+                return [self.fn(*a, **kw) for a, kw in _step_args(args, kwargs, self.steps)]
+            return self.fn(*args, **kwargs)
+        if self.steps:
+            return self._call_steps(args, kwargs)
+        key = self._key(args, kwargs)
+        plan = self.plans.get(key)
+        if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
+            return self._record(args, kwargs)
+        runner, spec = plan
+        a1 = runner._arg1[0]
+        j = 0
+        for a in args:
+            if isinstance(a, Tensor):
+                a1[j] = a._i
+                j += 1
+        for name in sorted(kwargs) if kwargs else ():
+            if isinstance(kwargs[name], Tensor):
+                a1[j] = kwargs[name]._i
+                j += 1
+        ids = runner(runner._arg1)
+        self.stats["replays"] += 1
+        self._retire(key, runner)
+        return _results(runner, spec, ids[0])
+
+    def _retire(self, key, runner):
+        """A call found the recording out of date (the optimizer's parameters with
+        gradients changed): the next call records again."""
+        if runner.stale:
+            self.plans.pop(key, None)
+            runner.close()
+
+    def _call_steps(self, args, kwargs):
+        k = self.steps
+        for a in _tensor_args(args, kwargs):
+            if a.ndim == 0 or a.shape[0] != k:
+                raise ValueError(f"compile(steps={k}): every tensor argument needs a first "
+                                 f"dim of size {k} (one slice per step), got shape "
+                                 f"{list(a.shape)}")
+        steps = _step_args(args, kwargs, k)
+        a0, kw0 = steps[0]
+        key = self._key(a0, kw0)
+        plan = self.plans.get(key)
+        out = []
+        start = 0
+        if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
+            out.append(self._record(a0, kw0))
+            start = 1
+            key = self._key(a0, kw0)
+            plan = None if self.eager is not None else self.plans.get(key)
+            if plan is None:
+                return out + [self.fn(*a, **kw) for a, kw in steps[1:]]
+        runner, spec = plan
+        if start < k:
+            ids = runner([[t._i for t in _tensor_args(a, kw)] for a, kw in steps[start:]])
+            self.stats["replays"] += k - start
+            self._retire(key, runner)
+            out += [_results(runner, spec, row) for row in ids]
+        return out
+
+    def _record(self, args, kwargs):
+        self.stats["recordings"] += 1
+        rec = Recorder()
+        with rec:
+            result = self.fn(*args, **kwargs)
+        if rec.breaks:
+            self._fall_back(rec.breaks[0])
+            return result
+        rets = []
+        spec = _flatten(result, rets)
+        try:
+            program = Program(rec, [a._i for a in _tensor_args(args, kwargs)],
+                              [t._i for t in rets])
+        except GraphBreak as b:
+            self._fall_back(b)
+            return result
+        key = self._key(args, kwargs)      # after the step: optimizer state now exists
+        old = self.plans.pop(key, None)
+        if old is not None:
+            old[0].close()
+        if len(self.plans) >= _MAX_PLANS:
+            old = next(iter(self.plans))
+            self.plans.pop(old)[0].close()
+        self.plans[key] = (Runner(program), spec)
+        return result
+
+    def _fall_back(self, brk):
+        self.eager = brk
+        where = f" at {brk.where}" if brk.where else ""
+        warnings.warn(f"tapegrad.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
+                      f"eagerly: {brk.reason}{where}", CompileWarning, stacklevel=3)
+
+
+_MISSING = object()
+_SCALARS = (int, float, bool, str, bytes, type(None), complex)
+
+
+class _Same:
+    """A key part equal only to the very same object (held, so its id is never reused
+    by another object while the plan exists)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+def _part(v):
+    return (type(v), v) if isinstance(v, _SCALARS) else _Same(v)
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+def _members(v):
+    """One level into v: a plain object's attributes, a small list/tuple/dict's items
+    (functions, classes and modules are looked into no further)."""
+    if isinstance(v, (list, tuple)):
+        return list(v) if len(v) <= 64 else []
+    if isinstance(v, dict):
+        return list(v.values()) if len(v) <= 64 else []
+    if isinstance(v, (Tensor, _SCALARS, Optimizer)) or inspect.ismodule(v) \
+            or isinstance(v, type) or callable(v) or not hasattr(v, "__dict__"):
+        return []           # (modules' and optimizers' insides are fingerprinted)
+    d = vars(v)
+    return list(d.values()) if len(d) <= 64 else []
+
+
+def _loaded_globals(code):
+    """Names the code (and code nested in it) loads as globals: not co_names, which also
+    holds attribute names."""
+    names = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            names.add(ins.argval)
+    for c in code.co_consts:
+        if inspect.iscode(c):
+            names |= _loaded_globals(c)
+    return names
+
+
+def _tensor_args(args, kwargs):
+    return [a for a in list(args) + [kwargs[k] for k in sorted(kwargs)]
+            if isinstance(a, Tensor)]
+
+
+def _step_args(args, kwargs, k):
+    """Per step i: the arguments with every tensor replaced by its slice [i]."""
+    return [(tuple(a[i] if isinstance(a, Tensor) else a for a in args),
+             {n: (v[i] if isinstance(v, Tensor) else v) for n, v in kwargs.items()})
+            for i in range(k)]
+
+
+def _results(runner, spec, ids):
+    tensors = []
+    for i, own in zip(ids.tolist(), runner.pg.ret_own):
+        tensors.append(_wrap(i) if own else _adopt_ref(i))
+    return _rebuild(spec, tensors)

@@ -1,0 +1,465 @@
+"""From a recording to a replayable program, and running it.
+
+The event log is read in order with a map from tensor id to slot (ids are recycled, so
+the map is updated at every birth). Every op input is then an argument of the function,
+a tensor from outside (a parameter, a buffer), or the output of an earlier event; a
+tensor born any other way (tapegrad.tensor(), zeros(), a NumPy-computed result) would be
+replayed as a stale constant, so it is a graph break.
+"""
+import heapq
+
+import numpy as np
+
+from .._engine import layout as L
+from .._engine import core
+from .._engine.cache import kernel_cache
+from .._engine.lowlevel import native_address
+from .._engine.state import engine, _OP_SIG, _SWEEP_SIG, native_entry, EngineError
+from .. import _creation as _CREATION
+from ..ops.registry import OPS
+from .recorder import GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD
+
+with kernel_cache():
+    from . import _run as X
+
+_UNKNOWN = -2
+_ARG, _EXT, _OWN = 0, 1, 2
+_RETRY = (L.E_NEED_KERNEL, L.E_GROW_META, L.E_GROW_STOR, L.E_GROW_TAPE)
+_GRAVEYARD = []     # arenas of dropped plans whose blocks some tensor still uses
+_EVLEN = {L.EV_BIRTH: 2, L.EV_ALIAS: 4, L.EV_PY: 4, L.EV_ALLOC: 3, L.EV_FREE: 3}
+
+
+def _addr(a):
+    """a's data address (ctypes.data costs microseconds: a replay's call cares)."""
+    return a.__array_interface__["data"][0]
+
+
+def _aligned(nb):
+    return (nb + 63) // 64 * 64
+
+
+class Program:
+    """A recorded step made replayable: instructions over slots."""
+
+    def __init__(self, rec, arg_ids, ret_ids):
+        from ..tensor import _adopt_ref
+        self.kinds = []             # slot -> _ARG / _EXT / _OWN
+        self.ext = []               # wrappers keeping outside tensors alive (and their ids)
+        self.optim = []             # (optimizer, group index, ids table, hyper array)
+        self.rand = []              # dropout draws, in order (one seed each per step)
+        self.sweep_retain = []
+        code = []
+        uses = []                   # per instruction: slots read
+        defs = []                   # per instruction: slots defined
+        where = {}
+        self.arg_slots = []
+        for i in arg_ids:
+            if i not in where:
+                where[i] = self._slot(_ARG)
+            self.arg_slots.append(where[i])
+
+        def resolve(i, what):
+            s = where.get(i)
+            if s is None:
+                s = where[i] = self._slot(_EXT)
+                self.ext.append((s, _adopt_ref(i)))
+            elif s == _UNKNOWN:
+                raise GraphBreak(f"{what} uses a tensor made inside the function by something "
+                                 "other than a tensor op (tapegrad.tensor/zeros/from_numpy, or "
+                                 "an integer or indexing result computed with NumPy): a replay "
+                                 "would reuse its first value", born.get(i))
+            return s
+
+        born = {}                   # id -> where Python made it (for the break's message)
+        self.grad_guards = []       # (outside tensor id, has a .grad) when the step starts
+        grads_touched = False
+        log = rec.log
+        p, end = 0, rec.nlog
+        while p < end:
+            ev = log[p]
+            if ev == L.EV_BIRTH:
+                i = int(log[p + 1])
+                where[i] = _UNKNOWN
+                born[i] = rec.created_at.get(i)
+                p += 2
+            elif ev == L.EV_OP:
+                n = int(log[p + 1])
+                op = int(log[p + 2])
+                od = OPS[op]
+                if od.kind == "python":
+                    raise GraphBreak(f"autograd.Function ({od.grad_fn})")
+                a, b, c = (int(x) for x in log[p + 3:p + 6])
+                flags = int(log[p + 7])
+                nouts = int(log[p + 8])
+                outs = [int(x) for x in log[p + 9:p + 9 + nouts]]
+                sa = resolve(a, od.name)
+                sb = resolve(b, od.name) if b >= 0 else -1
+                sc = resolve(c, od.name) if c >= 0 else -1
+                if flags & L.OPF_INPLACE:
+                    osl = [sa]
+                    for o in outs:
+                        where[o] = sa
+                    d = []
+                else:
+                    osl = [self._slot(_OWN) for _ in outs]
+                    for o, s in zip(outs, osl):
+                        where[o] = s
+                    d = osl
+                iargs = [int(x) for x in log[p + 9 + nouts:p + n]]
+                code.append([X.I_OP, 10 + nouts + len(iargs), op, sa, sb, sc,
+                             int(log[p + 6]), flags, nouts, len(iargs)] + osl + iargs)
+                uses.append([s for s in (sa, sb, sc) if s >= 0])
+                defs.append(d)
+                p += n
+            elif ev == L.EV_ALIAS:
+                kind, src, new = (int(x) for x in log[p + 1:p + 4])
+                s = resolve(src, "detach()" if kind == 0 else ".data")
+                d = where[new] = self._slot(_OWN)
+                code.append([X.I_ALIAS, 5, kind, s, d])
+                uses.append([s])
+                defs.append([d])
+                p += 4
+            elif ev == L.EV_SWEEP:
+                n = int(log[p + 1])
+                nroots, ncap, mode, retain = (int(x) for x in log[p + 2:p + 6])
+                if mode != L.MODE_BACKWARD or ncap:
+                    raise GraphBreak("autograd.grad (its results are new tensors for Python)")
+                roots = [resolve(int(x), "backward()") for x in log[p + 6:p + 6 + nroots]]
+                seeds = [resolve(int(x), "backward(gradient=)") if x >= 0 else -1
+                         for x in log[p + 6 + nroots:p + n]]
+                code.append([X.I_SWEEP, 4 + 2 * nroots, nroots, retain] + roots + seeds)
+                grads_touched = True
+                uses.append(roots + [s for s in seeds if s >= 0])
+                defs.append([])
+                self.sweep_retain.append(bool(retain))
+                p += n
+            elif ev == L.EV_PY:
+                what, x, y = (int(v) for v in log[p + 1:p + 4])
+                if what == PY_OPT:
+                    opt, gi, ids = rec.objects[x]
+                    ids = ids.copy()
+                    ids[:, 5] = 0           # state buffers exist now (NEW column)
+                    h = opt.hyper_values(opt.param_groups[gi])
+                    inside = set(ids[:, 0].tolist())
+                    left = np.array([p._i for p in opt.param_groups[gi]["params"]
+                                     if p._i not in inside] + [0], np.int64)
+                    self.optim.append((opt, gi, ids, h, left))
+                    fn = native_address(opt.kernel, "int64(int64, int64, int64, int64)")
+                    code.append([X.I_OPT, 8, fn, ids.ctypes.data, len(ids), h.ctypes.data,
+                                 left.ctypes.data, len(left) - 1])
+                    uses.append([])
+                    defs.append([])
+                elif what == PY_GRAD:
+                    s = resolve(x, ".grad")
+                    if not grads_touched and self.kinds[s] == _EXT:
+                        # read before anything in the step changed gradients: whether there
+                        # is one is the state the step started in, a guard
+                        self.grad_guards.append((x, y >= 0))
+                    elif y < 0:
+                        raise GraphBreak(".grad read while it is None after this step's "
+                                         "backward or zero_grad (Python may branch on it)")
+                    if y >= 0:
+                        d = where[y] = self._slot(_OWN)
+                        code.append([X.I_GRAD, 4, s, d])
+                        uses.append([s])
+                        defs.append([d])
+                elif what == PY_GRADNONE:
+                    grads_touched = True
+                    s = resolve(x, "zero_grad()")
+                    code.append([X.I_GRADNONE, 4, s, y])
+                    uses.append([s])
+                    defs.append([])
+                elif what == PY_IADD:
+                    s = resolve(x, "an integer add_")
+                    code.append([X.I_IADD, 4, s, y])
+                    uses.append([s])
+                    defs.append([])
+                elif what == PY_RAND:
+                    prob, scale, shape, dt = rec.objects[y]
+                    d = where[x] = self._slot(_OWN)
+                    bits = np.array([prob, scale], np.float64).view(np.int64).tolist()
+                    code.append([X.I_RAND, 8 + len(shape), d, dt, len(shape), bits[0], bits[1],
+                                 len(self.rand)] + list(shape))
+                    self.rand.append(prob)
+                    uses.append([])
+                    defs.append([d])
+                p += 4
+            elif ev in (L.EV_ALLOC, L.EV_FREE):
+                p += 3
+            else:
+                raise AssertionError(f"unknown event {ev} at {p}")
+
+        # what the function returns
+        self.ret_slots, self.ret_own = [], []
+        seen = set()
+        for i in ret_ids:
+            s = resolve(i, "the returned value")
+            own = self.kinds[s] == _OWN and s not in seen
+            seen.add(s)
+            self.ret_slots.append(s)
+            self.ret_own.append(int(own))
+        # free every owned slot right after its last use (returned ones never)
+        last = {}
+        for k, (u, d) in enumerate(zip(uses, defs)):
+            for s in d:
+                last[s] = k
+            for s in u:
+                last[s] = k
+        frees = {}
+        for s, k in last.items():
+            if self.kinds[s] == _OWN and s not in seen:
+                frees.setdefault(k, []).append(s)
+        prog = []
+        for k, ins in enumerate(code):
+            prog += ins
+            if k in frees:
+                prog += [X.I_FREE, 2 + len(frees[k])] + frees[k]
+        self.prog = np.array(prog, np.int64)
+        self.nslots = len(self.kinds)
+        self.ninstr = len(code)
+
+    def _slot(self, kind):
+        self.kinds.append(kind)
+        return len(self.kinds) - 1
+
+
+class Runner:
+    """Runs a Program for k steps per call; owns its buffers and its memory plan."""
+
+    def __init__(self, program):
+        self.pg = program
+        E = engine()
+        E.compile_core()
+        with kernel_cache(engine=True):
+            self.opfn = native_address(core.op_entry, _OP_SIG)
+            self.sweepfn = native_address(core.sweep, _SWEEP_SIG)
+        self.run = native_entry(X.run, X.RUN_SIG)
+        self.H = np.zeros(X.HW, np.int64)
+        self.state = np.zeros(4, np.int64)
+        self.slots = np.full(max(program.nslots, 1), -1, np.int64)
+        self.argslots = np.array(program.arg_slots + [0], np.int64)
+        self.retslots = np.array(program.ret_slots + [0], np.int64)
+        self.retown = np.array(program.ret_own + [0], np.int64)
+        self._ret1 = np.zeros(len(program.ret_slots) + 1, np.int64)[:-1].reshape(1, -1)
+        self._arg1 = np.zeros((1, len(program.arg_slots) + 1), np.int64)
+        self._noseeds = np.zeros(1, np.int64)
+        self._a1, self._r1, self._s0 = _addr(self._arg1), _addr(self._ret1), _addr(self._noseeds)
+        self.plan = None            # memory plan: per allocation (address, bytes, occupancy)
+        self.stale = False          # a call found the recording out of date: record again
+        self._opt_at = {}           # pc of an I_OPT -> (optimizer, group index)
+        pc, k = 0, 0
+        while pc < len(program.prog):
+            if program.prog[pc] == X.I_OPT:
+                self._opt_at[pc] = program.optim[k][:2]
+                k += 1
+            pc += int(program.prog[pc + 1])
+        self.arena = None
+        self.occ = None
+        H = self.H
+        self.haddr = H.ctypes.data
+        H[X.H_NARGS] = len(program.arg_slots)
+        H[X.H_ARGSLOTS] = self.argslots.ctypes.data
+        H[X.H_NRET] = len(program.ret_slots)
+        H[X.H_RETSLOTS] = self.retslots.ctypes.data
+        H[X.H_RETOWN] = self.retown.ctypes.data
+        H[X.H_OPFN] = self.opfn
+        H[X.H_SWEEPFN] = self.sweepfn
+        H[X.H_NSEEDS] = len(program.rand)
+        H[X.H_STATE] = self.state.ctypes.data
+        H[X.H_PROG] = program.prog.ctypes.data
+        H[X.H_NPROG] = len(program.prog)
+        H[X.H_SLOTS] = self.slots.ctypes.data
+        H[X.H_NSLOTS] = len(self.slots)
+        for s, w in program.ext:
+            self.slots[s] = w._i
+
+    def grads_match(self):
+        """Whether each .grad the recording read before changing any is (or is not) there
+        now as it was then."""
+        M = engine().meta
+        return all((M[i, L.M_GRAD] >= 0) == has for i, has in self.pg.grad_guards)
+
+    def __call__(self, argids):
+        """argids: (k, nargs) int64. Returns (k, nret) ids of the returned tensors (owned
+        ones carry the reference their wrapper takes)."""
+        pg = self.pg
+        k = len(argids)
+        for opt, gi, ids, h, _ in pg.optim:      # hyper-parameters are read at every call
+            h[:len(opt.hyper)] = opt._hyper(opt.param_groups[gi])
+        if k == 1:
+            retids = self._ret1
+            if argids is not self._arg1:
+                self._arg1[0, :len(pg.arg_slots)] = argids[0]
+            argids = self._arg1
+        else:
+            nret = len(pg.ret_slots)
+            retids = np.zeros(k * nret + 1, np.int64)[:k * nret].reshape(k, nret)
+            argids = np.ascontiguousarray(argids, np.int64)
+        seeds = self._seeds(k) if pg.rand else self._noseeds
+        if self.plan is None:
+            self._run(argids[:1], retids[:1], seeds, measure=True)
+            if k > 1:
+                self._run(argids[1:], retids[1:], seeds[len(pg.rand):], measure=False)
+        else:
+            self._run(argids, retids, seeds, measure=False)
+        return retids[:, :len(pg.ret_slots)]
+
+    def _seeds(self, k):
+        gen = _CREATION._GEN[0]
+        return np.array([int(gen.integers(0, 2 ** 63)) for _ in range(k * len(self.pg.rand))]
+                        + [0], np.int64)
+
+    def _run(self, argids, retids, seeds, measure):
+        E = engine()
+        H = self.H
+        H[X.H_STEPS] = len(argids)
+        H[X.H_ARGIDS] = self._a1 if argids is self._arg1 else _addr(argids)
+        H[X.H_RETIDS] = self._r1 if retids is self._ret1 else _addr(retids)
+        H[X.H_SEEDS] = self._s0 if seeds is self._noseeds else _addr(seeds)
+        st = self.state
+        st[0] = st[1] = 0
+        c = E.ctx
+        with E.lock:
+            if measure:
+                log = np.zeros(1 << 20, np.int64)
+                c[L.C_RECN] = 0
+                c[L.C_RECCAP] = len(log)
+                c[L.C_REC] = log.ctypes.data
+                try:
+                    self._drive(E)
+                finally:
+                    nlog = int(c[L.C_RECN])
+                    c[L.C_REC] = 0
+                if nlog > 0:
+                    self._make_plan(log[:nlog])
+            elif self.plan is not None:
+                c[L.C_PLAN] = self.plan_addr
+                c[L.C_PLANN] = self.plan_n
+                try:
+                    self._drive(E)
+                finally:
+                    c[L.C_PLANN] = 0
+                    c[L.C_PLANK] = 0
+            else:
+                self._drive(E)
+
+    def _drive(self, E):
+        while True:
+            r = self.run(E.caddr, self.haddr)
+            if r == 0:
+                return
+            from ..autograd.function import drive
+            from ..autograd import _sweep_error
+            if r in _RETRY:
+                E.handle(r)
+                continue
+            pc = int(self.state[X.S_PC])
+            prog = self.pg.prog
+            if r == L.E_CALLBACK:     # hooks added after recording: Python serves them
+                retain = bool(prog[pc + 3])
+                r2 = drive(r, retain)
+                if r2 >= 0:
+                    self.state[X.S_PC] = pc + int(prog[pc + 1])
+                    continue
+                r = r2
+            if r in (X.E_OPT_STALE, X.E_OPTIMIZER) and prog[pc] == X.I_OPT:
+                # the parameters with gradients (or the options needing state) changed
+                # since the recording: this group's update runs eagerly, the plan retires
+                self.stale = True
+                opt, gi = self._opt_at[pc]
+                try:
+                    opt.step_group(gi)
+                except Exception:
+                    self._abandon()
+                    raise
+                self.state[X.S_PC] = pc + int(prog[pc + 1])
+                continue
+            err = E.err.copy()
+            code = int(prog[pc])
+            if code == X.I_OP:          # the error eager would raise for these operands
+                from ..tensor import op_error
+                op = OPS[int(prog[pc + 2])]
+                a = int(self.slots[prog[pc + 3]])
+                b = int(self.slots[prog[pc + 4]]) if prog[pc + 4] >= 0 else -1
+                exc = op_error(EngineError(r, err), op, a, b)
+                self._abandon()
+                raise exc
+            self._abandon()
+            if code == X.I_SWEEP:
+                raise _sweep_error(r, err)
+            if r == X.E_OPTIMIZER:
+                raise RuntimeError("tapegrad.compile: an optimizer step failed in the replay "
+                                   f"(status {int(self.state[X.S_DETAIL])}): parameters and "
+                                   "gradients must be contiguous and the state complete")
+            if r == X.E_NO_GRAD:
+                raise RuntimeError("tapegrad.compile: the function reads .grad of a tensor "
+                                   "that has none at this point of the replay")
+            raise EngineError(r, E.err.copy())
+
+    def _abandon(self):
+        """A failed call: give back what the slots own, so nothing leaks."""
+        E = engine()
+        for s, kind in enumerate(self.pg.kinds):
+            if kind == _OWN and self.slots[s] >= 0:
+                E.release(int(self.slots[s]))
+                self.slots[s] = -1
+        self.state[:] = 0
+
+    # ------------------------------------------------------------ memory plan
+    def _make_plan(self, log):
+        """Blocks for one step's allocations, by lifetime: an allocation reuses a block of
+        its size freed earlier in the step; one still alive at the end of the step (a
+        returned value, a .grad) keeps its own block (and the occupancy check makes the
+        next step malloc if that block is still in use then)."""
+        allocs = []                 # [bytes, first event, last event]
+        open_ = {}
+        p = j = 0
+        while p < len(log):
+            ev = log[p]
+            if ev == L.EV_ALLOC:
+                open_[int(log[p + 1])] = len(allocs)
+                allocs.append([int(log[p + 2]), j, 1 << 62])
+            elif ev == L.EV_FREE:
+                a = open_.pop(int(log[p + 1]), None)
+                if a is not None:
+                    allocs[a][2] = j
+            p += _EVLEN.get(int(ev)) or int(log[p + 1])
+            j += 1
+        if not allocs:
+            return
+        blocks = []                 # [bytes, offset]
+        free_by_size = {}
+        release = []                # heap of (event, block)
+        assign = []
+        for a, (nb, start, end) in enumerate(allocs):
+            while release and release[0][0] <= start:
+                _, b = heapq.heappop(release)
+                free_by_size.setdefault(blocks[b][0], []).append(b)
+            pool = free_by_size.get(nb)
+            if pool:
+                b = pool.pop()
+            else:
+                off = blocks[-1][1] + _aligned(blocks[-1][0]) if blocks else 0
+                blocks.append([nb, off])
+                b = len(blocks) - 1
+            assign.append(b)
+            heapq.heappush(release, (end, b))
+        total = blocks[-1][1] + _aligned(blocks[-1][0])
+        self.arena = np.zeros(total // 8 + 8, np.int64)
+        self.occ = np.zeros(len(blocks), np.int64)
+        base = self.arena.ctypes.data
+        plan = np.zeros(len(allocs) * L.PLW, np.int64).reshape(-1, L.PLW)
+        for a, b in enumerate(assign):
+            plan[a, L.PL_ADDR] = base + blocks[b][1]
+            plan[a, L.PL_BYTES] = allocs[a][0]
+            plan[a, L.PL_OCC] = self.occ.ctypes.data + 8 * b
+        self.plan = plan.reshape(-1)
+        self.plan_addr = self.plan.ctypes.data
+        self.plan_n = len(allocs)
+        self.arena_bytes = total
+
+    def close(self):
+        """The plan is dropped: keep its arena if a tensor still lives in it."""
+        if self.occ is not None and self.occ.any():
+            _GRAVEYARD.append((self.arena, self.occ))
+        self.plan = None
