@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -193,6 +194,71 @@ class MLPStepCE:
         loss = tg.nn.functional.cross_entropy((self.X @ W1 + b1).relu() @ W2 + b2, self.labels)
         loss.backward()
         self.opt.step()
+
+
+class ReplayMLPStepCE:
+    """MLPStepCE's step under tapegrad.compile: forward, backward and the SGD update
+    replayed in one compiled call per step (parameter: steps per call)."""
+    timeout = TIMEOUT
+    params = [1, 16]
+    param_names = ["steps_per_call"]
+
+    def setup(self, k):
+        _need("compile", "nn.functional.cross_entropy", "optim.SGD", "stack")
+        d = types.SimpleNamespace()         # (self.params is asv's parameter list)
+        labels = tg.tensor(_mlp_data(d).astype(np.int64))
+        opt = tg.optim.SGD(d.params, lr=LR)
+        W1, b1, W2, b2 = d.params
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = tg.nn.functional.cross_entropy((x @ W1 + b1).relu() @ W2 + b2, y)
+            loss.backward()
+            opt.step()
+            return loss
+        self.step = tg.compile(step, steps=k if k > 1 else None)
+        self.args = ((tg.stack([d.X] * k), tg.stack([labels] * k)) if k > 1
+                     else (d.X, labels))
+        self.step(*self.args)       # record
+        self.step(*self.args)       # first replay (plans the memory)
+
+    def time_replay_mlp_step_ce(self, k):
+        self.step(*self.args)
+
+
+class ReplayTinyMSE:
+    """A 2-16-16-1 model, batch 16, F.mse_loss + optim.SGD, replayed: per-op overhead is
+    everything here."""
+    timeout = TIMEOUT
+
+    def setup(self):
+        _need("compile", "nn.functional.mse_loss", "optim.SGD")
+        rng = np.random.default_rng(4)
+        f = np.float32
+        x = tg.tensor(rng.standard_normal((16, 2)).astype(f))
+        y = tg.tensor(rng.standard_normal((16, 1)).astype(f))
+        ps = []
+        for a, b in ((2, 16), (16, 16), (16, 1)):
+            ps.append(tg.tensor((rng.standard_normal((a, b)) / np.sqrt(a)).astype(f),
+                                requires_grad=True))
+            ps.append(tg.tensor((0.1 * rng.standard_normal(b)).astype(f), requires_grad=True))
+        opt = tg.optim.SGD(ps, lr=LR)
+
+        def step(x, y):
+            opt.zero_grad()
+            h = (x @ ps[0] + ps[1]).tanh()
+            h = (h @ ps[2] + ps[3]).tanh()
+            loss = tg.nn.functional.mse_loss(h @ ps[4] + ps[5], y)
+            loss.backward()
+            opt.step()
+            return loss
+        self.step = tg.compile(step)
+        self.args = (x, y)
+        self.step(x, y)
+        self.step(x, y)
+
+    def time_replay_tiny_mse(self):
+        self.step(*self.args)
 
 
 class OpsMix:

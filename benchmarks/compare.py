@@ -542,6 +542,194 @@ class MLPStepCE(MLPStep):
     jax = None
 
 
+class ReplayMLP(MLPStepCE):
+    """MLPStepCE's step under tapegrad.compile: forward, backward and the SGD update in
+    one compiled call (PyTorch runs the same code eagerly)."""
+    key, title = ("replay_mlp", "replayed MLP 64-128-10 step (F.cross_entropy + optim.SGD), "
+                  "batch 32, float32")
+    steps = None
+
+    def eager(self, M):
+        Xn, pn, ohn = self.data()
+        X = M.tensor(Xn)
+        labels = M.tensor(ohn.argmax(1).astype("int64"))
+        params = [M.tensor(p, requires_grad=True) for p in pn]
+        ce = M.nn.functional.cross_entropy
+        opt = M.optim.SGD(params, lr=LR)
+
+        def step(x, y):
+            W1, b1, W2, b2 = params
+            opt.zero_grad()
+            loss = ce((x @ W1 + b1).relu() @ W2 + b2, y)
+            loss.backward()
+            opt.step()
+            return loss
+        tg = M is self.L.tg
+        k = self.steps
+        if tg:
+            step = M.compile(step, steps=k)
+        if k:                           # k batches per call (the same batch, k times)
+            Xk, Yk = M.stack([X] * k), M.stack([labels] * k)
+            call = (lambda: step(Xk, Yk)) if tg else (
+                lambda: [step(Xk[i], Yk[i]) for i in range(k)])
+        else:
+            call = lambda: step(X, labels)      # noqa: E731
+
+        def loop(n):
+            for _ in range(n):
+                call()
+
+        def values():
+            out = call()
+            loss = out[-1] if k else out
+            rec = {"loss": _np(loss)}
+            for i, p in enumerate(params):
+                rec[f"param{i}"] = _np(p)
+            return rec
+        return _two_steps_eager(Impl(values, loop), call)
+
+    def numpy(self):
+        return self._peer(super().numpy())
+
+    def jax(self):
+        return self._peer(MLPStep.jax(self))
+
+    def _peer(self, impl):
+        """The peers' step, k times per call, values after as many steps."""
+        k = self.steps or 1
+        one = impl.timed
+
+        def timed(n):
+            return one(n * k)
+        impl.timed = timed
+        first = impl.values
+
+        def values():
+            one(2 * k - 1)
+            rec = first()
+            return {key: v for key, v in rec.items() if not key.startswith("grad")}
+        impl.values = values
+        return impl
+
+
+def _two_steps_eager(impl, call):
+    first = impl.values
+
+    def values():
+        call()
+        return first()
+    impl.values = values
+    return impl
+
+
+class ReplayMLPSteps(ReplayMLP):
+    """The same step, 16 steps per call (tapegrad.compile(step, steps=16))."""
+    key, title = ("replay_mlp_k16", "replayed MLP 64-128-10 step, 16 steps per call "
+                  "(compile(steps=16)), batch 32, float32")
+    steps = 16
+    rows = (("main", "", "µs/step", 16),)
+
+
+def _replayed(L, M, step, args, params):
+    """A training step compiled with tapegrad.compile (PyTorch runs it eagerly); values
+    after two steps (a replay's first call records)."""
+    if M is L.tg:
+        step = M.compile(step)
+
+    def loop(n):
+        for _ in range(n):
+            step(*args)
+
+    def values():
+        step(*args)
+        rec = {"loss": _np(step(*args))}
+        for i, p in enumerate(params):
+            rec[f"param{i}"] = _np(p)
+        return rec
+    return Impl(values, loop)
+
+
+class ReplayTiny(Workload):
+    """A tiny 2-16-16-1 model, batch 16, MSE and SGD: per-op overhead is everything."""
+    key, title = ("replay_tiny", "replayed tiny 2-16-16-1 step (F.mse_loss + optim.SGD), "
+                  "batch 16, float32")
+    rows = (("main", "", "µs/step", 1),)
+    sizes = (2, 16, 16, 1)
+    B = 16
+
+    def data(self):
+        np = self.L.np
+        rng = np.random.default_rng(4)
+        f = np.float32
+        X = rng.standard_normal((self.B, self.sizes[0])).astype(f)
+        Y = rng.standard_normal((self.B, self.sizes[-1])).astype(f)
+        ps = []
+        for a, b in zip(self.sizes[:-1], self.sizes[1:]):
+            ps.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(f))
+            ps.append((0.1 * rng.standard_normal(b)).astype(f))
+        return X, Y, ps
+
+    def eager(self, M):
+        Xn, Yn, pn = self.data()
+        X, Y = M.tensor(Xn), M.tensor(Yn)
+        params = [M.tensor(p, requires_grad=True) for p in pn]
+        mse = M.nn.functional.mse_loss
+        opt = M.optim.SGD(params, lr=LR)
+
+        def step(x, y):
+            opt.zero_grad()
+            h = x
+            for i in range(0, len(params), 2):
+                h = h @ params[i] + params[i + 1]
+                if i + 2 < len(params):
+                    h = h.tanh()
+            loss = mse(h, y)
+            loss.backward()
+            opt.step()
+            return loss
+        return _replayed(self.L, M, step, (X, Y), params)
+
+
+class ReplayLargeMLP(ReplayMLP):
+    """A BLAS-bound MLP: 512-1024-2048-100, batch 256 (the replay must not be slower)."""
+    key, title = ("replay_large_mlp", "replayed MLP 512-1024-2048-100 step (cross_entropy + "
+                  "SGD), batch 256, float32")
+    B, D, H, C = 256, 512, 1024, 100
+
+    def data(self):
+        np = self.L.np
+        rng = np.random.default_rng(5)
+        f = np.float32
+        X = rng.standard_normal((self.B, self.D)).astype(f)
+        sizes = (self.D, self.H, 2048, self.C)
+        ps = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            ps.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(f))
+            ps.append((0.1 * rng.standard_normal(b)).astype(f))
+        onehot = np.zeros((self.B, self.C), f)
+        onehot[np.arange(self.B), rng.integers(0, self.C, self.B)] = 1
+        return X, ps, onehot
+
+    def eager(self, M):
+        Xn, pn, ohn = self.data()
+        X = M.tensor(Xn)
+        labels = M.tensor(ohn.argmax(1).astype("int64"))
+        params = [M.tensor(p, requires_grad=True) for p in pn]
+        ce = M.nn.functional.cross_entropy
+        opt = M.optim.SGD(params, lr=LR)
+
+        def step(x, y):
+            W1, b1, W2, b2, W3, b3 = params
+            opt.zero_grad()
+            loss = ce(((x @ W1 + b1).relu() @ W2 + b2).relu() @ W3 + b3, y)
+            loss.backward()
+            opt.step()
+            return loss
+        return _replayed(self.L, M, step, (X, labels), params)
+
+    numpy = jax = None
+
+
 class OpsMix(Workload):
     """Issue 3's ops in one graph: indexing, slicing, cat, softmax, clamp, logsumexp,
     var, where, forward and backward, on a (64, 32) float32 batch."""
@@ -636,7 +824,8 @@ class Chain1M(Workload):
 
 def workloads(L):
     return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
-            Chain1M(L, "float32"), Chain1M(L, "float64")]
+            Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L), ReplayMLPSteps(L),
+            ReplayTiny(L), ReplayLargeMLP(L)]
 
 
 # ---------------------------------------------------------------- checking

@@ -57,18 +57,25 @@ class Progress:
             print()
 
 
-def train(lib, model, X, Y, steps, lr, progress=None):
-    """Full-batch Adam on cross entropy; returns (loss, accuracy, steps/s, first step s)."""
+def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
+    """Full-batch Adam on cross entropy; returns (loss, accuracy, steps/s, first step s).
+    compiled: the step runs under tapegrad.compile (recorded once, then replayed)."""
     opt = lib.optim.Adam(model.parameters(), lr=lr)
     loss_fn = lib.nn.CrossEntropyLoss()
     Xt, Yt = lib.tensor(X), lib.tensor(Y)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    if compiled:
+        train_step = lib.compile(train_step)
     t0 = time.perf_counter()
     t_first = None
     for step in range(steps):
-        opt.zero_grad()
-        loss = loss_fn(model(Xt), Yt)
-        loss.backward()
-        opt.step()
+        loss = train_step(Xt, Yt)
         if step == 0:
             t_first = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -84,7 +91,7 @@ def train(lib, model, X, Y, steps, lr, progress=None):
     return loss, acc, (steps - 1) / elapsed, t_first
 
 
-DEMO_OPS = ("mm", "t", "add", "tanh", "cross_entropy", "mean")     # float32
+DEMO_OPS = ("linear", "tanh", "cross_entropy", "mean")     # float32
 
 
 def _engine_cached():
@@ -106,7 +113,7 @@ def _start_helper():
                             env=env, stdout=subprocess.DEVNULL)
 
 
-def demo(steps=1000, n=512, lr=0.01):
+def demo(steps=1000, n=512, lr=0.01, eager=False):
     import tapegrad as tg
     from tapegrad._engine.state import engine
     t_start = time.perf_counter() - tg._IMPORT_SECONDS
@@ -121,10 +128,14 @@ def demo(steps=1000, n=512, lr=0.01):
     tg.manual_seed(0)
     model = make_model(tg)
     print(f"tapegrad {tg.__version__}: {model}".replace("\n", "\n  "))
-    print(f"three spirals, {n} points, full-batch Adam (lr {lr}), cross entropy, {steps} steps")
-    loss, acc, sps, first = train(tg, model, X, Y, steps, lr, Progress(steps))
+    print(f"three spirals, {n} points, full-batch Adam (lr {lr}), cross entropy, {steps} "
+          "steps; the step runs under tapegrad.compile (recorded once, then replayed)")
+    loss, acc, sps, first = train(tg, model, X, Y, steps, lr, Progress(steps), compiled=True)
     print(f"tapegrad: final loss {loss:.4f}, accuracy {acc:.3f}, {sps:,.0f} steps/s "
           f"({1e6 / sps:.0f} us/step)")
+    if eager:
+        _, _, esps, _ = train(tg, model_init(tg, lr), X, Y, steps, lr)
+        print(f"          the same steps run eagerly: {1e6 / esps:.0f} us/step")
     if helper is not None:
         print(f"          cold start: engine core compiled in {t_core:.1f} s while a helper "
               f"process compiled the demo's kernels ({t_ready:.1f} s for both); the first "
@@ -157,10 +168,11 @@ def model_init(tg, lr):
 
 
 def warmup(ops=None, dtypes=("float32", "float64"), optim=("sgd", "adam", "adamw",
-                                                         "rmsprop", "adagrad")):
+                                                         "rmsprop", "adagrad"), replay=True):
     """Compile (or load) kernels into the cache: the given ops (default all) in the given
-    dtypes, the optimizers' updates and, unless TAPEGRAD_KERNELS_ONLY is set (a helper
-    process that leaves the engine to its parent), the engine core."""
+    dtypes, the optimizers' updates, the compiled replay's executor and, unless
+    TAPEGRAD_KERNELS_ONLY is set (a helper process that leaves the engine to its parent),
+    the engine core."""
     import tapegrad as tg
     from tapegrad.ops.registry import OPS, BY_NAME
     from tapegrad._engine.cache import kernel_cache
@@ -175,9 +187,11 @@ def warmup(ops=None, dtypes=("float32", "float64"), optim=("sgd", "adam", "adamw
             op.kernels(slot)
     with kernel_cache():
         from tapegrad.optim import _kernels as K
-    sig = "int64(int64, int64[:, ::1], float64[::1])"
+        from tapegrad.replay import _run
     for name in optim:
-        getattr(K, {"adamw": "adam"}.get(name, name) + "_step").compile(sig)
+        getattr(K, {"adamw": "adam"}.get(name, name) + "_native").compile(K.NATIVE_SIG)
+    if replay:
+        _run.run.compile(_run.RUN_SIG)
     print(f"{len(chosen)} ops ready in {time.perf_counter() - t0:.1f} s "
           f"(cache: {tg._engine.cache.CACHE_DIR})")
     return 0
@@ -189,6 +203,8 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="train a small classifier and compare with PyTorch")
     d.add_argument("--steps", type=int, default=1000)
+    d.add_argument("--eager", action="store_true",
+                   help="also time the same steps without tapegrad.compile")
     w = sub.add_parser("warmup", help="compile kernels into the cache (default: all)")
     w.add_argument("--ops", help="comma-separated op names (default: every op)")
     w.add_argument("--dtypes", default="float32,float64")
@@ -197,7 +213,7 @@ def main(argv=None):
     if args.cmd == "demo" and args.steps < 1:
         p.error("demo: --steps must be at least 1")
     if args.cmd == "demo":
-        return demo(steps=args.steps)
+        return demo(steps=args.steps, eager=args.eager)
     return warmup(args.ops.split(",") if args.ops else None, args.dtypes.split(","),
                   [o for o in args.optim.split(",") if o])
 
