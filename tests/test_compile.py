@@ -1713,7 +1713,7 @@ def test_memory_flat_over_replays(kind):
                 c(x, y)
     a, b, d = _flat(run)
     assert a == b == d, (a, b, d)
-    runner, _ = next(iter(c.plans.values()))
+    runner = next(iter(c.plans.values()))[0]
     assert runner.plan is not None          # replays run under the static memory plan
     assert c.stats["recordings"] == 1
 

@@ -79,13 +79,17 @@ def rec_log(C):
 
 
 @jit
-def rec3(C, kind, x, y):
-    p = rec_at(C, 3)
+def rec_event(C, n, kind, x, y, z):
+    """Log an n-word event (n <= 4): kind, then x, y, z as far as n reaches."""
+    p = rec_at(C, n)
     if p >= 0:
         R = rec_log(C)
         R[p] = kind
         R[p + 1] = x
-        R[p + 2] = y
+        if n > 2:
+            R[p + 2] = y
+        if n > 3:
+            R[p + 3] = z
 
 
 # ---------------------------------------------------------------- allocation
@@ -143,7 +147,7 @@ def stor_new(C, nbytes, zero):
     S[sid, S_NEXT] = -1
     C[C_LIVE_STOR] += 1
     if C[C_REC] != 0:
-        rec3(C, EV_ALLOC, sid, nb)
+        rec_event(C, 3, EV_ALLOC, sid, nb, 0)
     return sid
 
 
@@ -168,11 +172,7 @@ def meta_new(C, sid, off, nd, dt):
     S[sid, S_REFS] += 1
     C[C_LIVE_META] += 1
     if C[C_REC] != 0:
-        p = rec_at(C, 2)
-        if p >= 0:
-            R = rec_log(C)
-            R[p] = EV_BIRTH
-            R[p + 1] = t
+        rec_event(C, 2, EV_BIRTH, t, 0, 0)
     return t
 
 
@@ -333,7 +333,7 @@ def decref(C, kind, i):
             C[C_LIVE_ROWS] -= 1
         else:
             if C[C_REC] != 0:
-                rec3(C, EV_FREE, i, 0)
+                rec_event(C, 3, EV_FREE, i, 0, 0)
             if S[i, S_KIND] == 0:
                 c_free(S[i, S_ADDR])
                 C[C_BYTES] -= S[i, S_NBYTES]
@@ -1445,19 +1445,8 @@ def data_alias(caddr, t):
     if vs != M[a, M_SID]:
         decref(C, KIND_STOR, vs)
     if C[C_REC] != 0:
-        _log_alias(C, 1, t, a)
+        rec_event(C, 4, EV_ALIAS, 1, t, a)
     return a
-
-
-@jit
-def _log_alias(C, kind, t, a):
-    p = rec_at(C, 4)
-    if p >= 0:
-        R = rec_log(C)
-        R[p] = EV_ALIAS
-        R[p + 1] = kind
-        R[p + 2] = t
-        R[p + 3] = a
 
 
 @jit
@@ -1469,7 +1458,7 @@ def detach(caddr, t):
     M[a, M_SRCOP] = -1
     M[a, M_REFS] = 1
     if C[C_REC] != 0:
-        _log_alias(C, 0, t, a)
+        rec_event(C, 4, EV_ALIAS, 0, t, a)
     return a
 
 

@@ -156,6 +156,9 @@ class CompiledFunction:
         return tuple(parts)
 
     def _key(self, args, kwargs):
+        """(the guard key, the argument tensors' ids). Objects enter the key by id: the
+        plan stored under a key holds them (_held), so no other object can take their ids
+        while it exists."""
         parts = [GRAD_MODE[0], bool(_LEAF_HOOKS)]
         meta = engine().meta
         ids = []
@@ -164,10 +167,9 @@ class CompiledFunction:
             if isinstance(a, Tensor):
                 i = a._i
                 m = meta[i].tolist()
-                nd = m[L.M_NDIM]
-                parts.append((tuple(m[L.M_SHAPE:L.M_SHAPE + nd]), m[L.M_DTYPE],
-                              m[L.M_FLAGS] & L.FL_REQ, m[L.M_ROW] < 0,
-                              tuple(m[L.M_STRIDE:L.M_STRIDE + nd])))
+                nd = m[2]                                   # M_NDIM, then dtype, flags, row
+                parts.append((tuple(m[_SHAPE:_SHAPE + nd]), m[3], m[4] & _REQ, m[5] < 0,
+                              tuple(m[_STRIDE:_STRIDE + nd])))
                 ids.append(i)
             else:
                 parts.append(_part(a))
@@ -180,7 +182,14 @@ class CompiledFunction:
             self._fingerprint = self._objects_fingerprint(args, kwargs)
             self._structure = STRUCTURE[0]
         parts.append(self._fingerprint)
-        return tuple(parts)
+        return tuple(parts), ids
+
+    def _held(self, args, kwargs):
+        """What a plan keeps alive: every object its key names by id."""
+        return ([a for a in list(args) + list(kwargs.values()) if not isinstance(a, _SCALARS)]
+                + list(self._last_visible[0]) + list(self._last_visible[1])
+                + [x for ms in self._last_visible[2] for x in ms]
+                + self._objects(args, kwargs))
 
     # ------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
@@ -191,25 +200,18 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         if self.steps:
             return self._call_steps(args, kwargs)
-        key = self._key(args, kwargs)
+        key, ids = self._key(args, kwargs)
         plan = self.plans.get(key)
         if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
             return self._record(args, kwargs)
-        runner, spec = plan
-        a1 = runner._arg1[0]
-        j = 0
-        for a in args:
-            if isinstance(a, Tensor):
-                a1[j] = a._i
-                j += 1
-        for name in sorted(kwargs) if kwargs else ():
-            if isinstance(kwargs[name], Tensor):
-                a1[j] = kwargs[name]._i
-                j += 1
-        ids = runner(runner._arg1)
+        runner, spec = plan[0], plan[1]
+        out = runner.call1(ids)
         self.stats["replays"] += 1
-        self._retire(key, runner)
-        return _results(runner, spec, ids[0])
+        if runner.stale:
+            self._retire(key, runner)
+        if spec is _ONE:                        # the common case: one returned tensor
+            return _wrap(out[0]) if runner.pg.ret_own[0] else _adopt_ref(out[0])
+        return _results(runner, spec, out)
 
     def _retire(self, key, runner):
         """A call found the recording out of date (the optimizer's parameters with
@@ -227,18 +229,18 @@ class CompiledFunction:
                                  f"{list(a.shape)}")
         steps = _step_args(args, kwargs, k)
         a0, kw0 = steps[0]
-        key = self._key(a0, kw0)
+        key = self._key(a0, kw0)[0]
         plan = self.plans.get(key)
         out = []
         start = 0
         if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
             out.append(self._record(a0, kw0))
             start = 1
-            key = self._key(a0, kw0)
+            key = self._key(a0, kw0)[0]
             plan = None if self.eager is not None else self.plans.get(key)
             if plan is None:
                 return out + [self.fn(*a, **kw) for a, kw in steps[1:]]
-        runner, spec = plan
+        runner, spec = plan[0], plan[1]
         if start < k:
             ids = runner([[t._i for t in _tensor_args(a, kw)] for a, kw in steps[start:]])
             self.stats["replays"] += k - start
@@ -262,14 +264,16 @@ class CompiledFunction:
         except GraphBreak as b:
             self._fall_back(b)
             return result
-        key = self._key(args, kwargs)      # after the step: optimizer state now exists
+        key = self._key(args, kwargs)[0]   # after the step: optimizer state now exists
         old = self.plans.pop(key, None)
         if old is not None:
             old[0].close()
         if len(self.plans) >= _MAX_PLANS:
             old = next(iter(self.plans))
             self.plans.pop(old)[0].close()
-        self.plans[key] = (Runner(program), spec)
+        if spec == ("t", 0):
+            spec = _ONE
+        self.plans[key] = (Runner(program), spec, self._held(args, kwargs))
         return result
 
     def _fall_back(self, brk):
@@ -280,26 +284,15 @@ class CompiledFunction:
 
 
 _MISSING = object()
+_ONE = ("t", 0)         # the return spec of a function returning one tensor
+_SHAPE, _STRIDE, _REQ = L.M_SHAPE, L.M_STRIDE, L.FL_REQ
 _SCALARS = (int, float, bool, str, bytes, type(None), complex)
 
 
-class _Same:
-    """A key part equal only to the very same object (held, so its id is never reused
-    by another object while the plan exists)."""
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other):
-        return isinstance(other, _Same) and other.obj is self.obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-
 def _part(v):
-    return (type(v), v) if isinstance(v, _SCALARS) else _Same(v)
+    """A key part: numbers and strings by value, anything else by identity (the plan
+    keeps it alive, see CompiledFunction._held)."""
+    return (type(v), v) if isinstance(v, _SCALARS) else id(v)
 
 
 def _cell_value(cell):
@@ -342,14 +335,18 @@ def _tensor_args(args, kwargs):
 
 
 def _step_args(args, kwargs, k):
-    """Per step i: the arguments with every tensor replaced by its slice [i]."""
-    return [(tuple(a[i] if isinstance(a, Tensor) else a for a in args),
-             {n: (v[i] if isinstance(v, Tensor) else v) for n, v in kwargs.items()})
+    """Per step i: the arguments with every tensor replaced by its slice [i] (one unbind
+    per tensor: one engine call for the k views)."""
+    cols = [a.unbind(0) if isinstance(a, Tensor) else (a,) * k for a in args]
+    kcols = {n: (v.unbind(0) if isinstance(v, Tensor) else (v,) * k)
+             for n, v in kwargs.items()}
+    return [(tuple(c[i] for c in cols), {n: c[i] for n, c in kcols.items()})
             for i in range(k)]
 
 
 def _results(runner, spec, ids):
+    ids = ids.tolist() if hasattr(ids, "tolist") else ids
     tensors = []
-    for i, own in zip(ids.tolist(), runner.pg.ret_own):
+    for i, own in zip(ids, runner.pg.ret_own):
         tensors.append(_wrap(i) if own else _adopt_ref(i))
     return _rebuild(spec, tensors)

@@ -244,6 +244,8 @@ class Runner:
         self._arg1 = np.zeros((1, len(program.arg_slots) + 1), np.int64)
         self._noseeds = np.zeros(1, np.int64)
         self._a1, self._r1, self._s0 = _addr(self._arg1), _addr(self._ret1), _addr(self._noseeds)
+        self._arg1_mv = memoryview(self._arg1[0])
+        self._ret1_mv = memoryview(self._ret1[0])
         self.plan = None            # memory plan: per allocation (address, bytes, occupancy)
         self.stale = False          # a call found the recording out of date: record again
         self._opt_at = {}           # pc of an I_OPT -> (optimizer, group index)
@@ -278,6 +280,38 @@ class Runner:
         now as it was then."""
         M = engine().meta
         return all((M[i, L.M_GRAD] >= 0) == has for i, has in self.pg.grad_guards)
+
+    def call1(self, ids):
+        """One step with argument tensor ids `ids` (a list); returns the returned ids: the
+        path of every replayed call without dropout once the memory plan exists."""
+        if self.plan is None or self.pg.rand:
+            self._arg1[0, :len(ids)] = ids
+            return self(self._arg1)[0].tolist()
+        a1 = self._arg1_mv
+        for j, i in enumerate(ids):
+            a1[j] = i
+        for opt, gi, _, h, _ in self.pg.optim:
+            h[:len(opt.hyper)] = opt._hyper(opt.param_groups[gi])
+        H = self.H
+        H[X.H_STEPS] = 1
+        H[X.H_ARGIDS] = self._a1
+        H[X.H_RETIDS] = self._r1
+        H[X.H_SEEDS] = self._s0
+        st = self.state
+        st[0] = st[1] = 0
+        E = engine()
+        c = E.ctx
+        with E.lock:
+            c[L.C_PLAN] = self.plan_addr
+            c[L.C_PLANN] = self.plan_n
+            try:
+                r = self.run(E.caddr, self.haddr)
+                if r != 0:
+                    self._drive(E, r)
+            finally:
+                c[L.C_PLANN] = 0
+                c[L.C_PLANK] = 0
+        return self._ret1_mv.tolist()
 
     def __call__(self, argids):
         """argids: (k, nargs) int64. Returns (k, nret) ids of the returned tensors (owned
@@ -343,15 +377,18 @@ class Runner:
             else:
                 self._drive(E)
 
-    def _drive(self, E):
+    def _drive(self, E, r=None):
+        """Run (or, given a status r, go on from it) until the call is done."""
         while True:
-            r = self.run(E.caddr, self.haddr)
+            if r is None:
+                r = self.run(E.caddr, self.haddr)
             if r == 0:
                 return
             from ..autograd.function import drive
             from ..autograd import _sweep_error
             if r in _RETRY:
                 E.handle(r)
+                r = None
                 continue
             pc = int(self.state[X.S_PC])
             prog = self.pg.prog
@@ -360,6 +397,7 @@ class Runner:
                 r2 = drive(r, retain)
                 if r2 >= 0:
                     self.state[X.S_PC] = pc + int(prog[pc + 1])
+                    r = None
                     continue
                 r = r2
             if r in (X.E_OPT_STALE, X.E_OPTIMIZER) and prog[pc] == X.I_OPT:
@@ -373,6 +411,7 @@ class Runner:
                     self._abandon()
                     raise
                 self.state[X.S_PC] = pc + int(prog[pc + 1])
+                r = None
                 continue
             err = E.err.copy()
             code = int(prog[pc])
