@@ -558,9 +558,8 @@ class ReplayMLP(MLPStepCE):
         opt = M.optim.SGD(params, lr=LR)
 
         def step(x, y):
-            W1, b1, W2, b2 = params
             opt.zero_grad()
-            loss = ce((x @ W1 + b1).relu() @ W2 + b2, y)
+            loss = ce(self.forward(x, params), y)
             loss.backward()
             opt.step()
             return loss
@@ -587,6 +586,11 @@ class ReplayMLP(MLPStepCE):
                 rec[f"param{i}"] = _np(p)
             return rec
         return _two_steps_eager(Impl(values, loop), call)
+
+    @staticmethod
+    def forward(x, params):
+        W1, b1, W2, b2 = params
+        return (x @ W1 + b1).relu() @ W2 + b2
 
     def numpy(self):
         return self._peer(super().numpy())
@@ -710,22 +714,10 @@ class ReplayLargeMLP(ReplayMLP):
         onehot[np.arange(self.B), rng.integers(0, self.C, self.B)] = 1
         return X, ps, onehot
 
-    def eager(self, M):
-        Xn, pn, ohn = self.data()
-        X = M.tensor(Xn)
-        labels = M.tensor(ohn.argmax(1).astype("int64"))
-        params = [M.tensor(p, requires_grad=True) for p in pn]
-        ce = M.nn.functional.cross_entropy
-        opt = M.optim.SGD(params, lr=LR)
-
-        def step(x, y):
-            W1, b1, W2, b2, W3, b3 = params
-            opt.zero_grad()
-            loss = ce(((x @ W1 + b1).relu() @ W2 + b2).relu() @ W3 + b3, y)
-            loss.backward()
-            opt.step()
-            return loss
-        return _replayed(self.L, M, step, (X, labels), params)
+    @staticmethod
+    def forward(x, params):
+        W1, b1, W2, b2, W3, b3 = params
+        return ((x @ W1 + b1).relu() @ W2 + b2).relu() @ W3 + b3
 
     numpy = jax = None
 

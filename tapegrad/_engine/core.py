@@ -373,6 +373,13 @@ def drain_queue(caddr):
 
 
 @jit
+def release_id(caddr, t):
+    """Drop one reference to tensor t now (a compiled replay's slot at its last use)."""
+    decref(ctx_of(caddr), KIND_META, t)
+    return 0
+
+
+@jit
 def incref_meta(caddr, t):
     C = ctx_of(caddr)
     M = meta_of(C)

@@ -173,6 +173,9 @@ def _native_codegen(argtys):
 _OP_ARGS = (types.int64, types.int64, types.int64, types.int64, types.float64, types.int64)
 _SWEEP_ARGS = (types.int64, types.int64, types.int64, types.int64, types.boolean)
 _I4_ARGS = (types.int64,) * 4
+_I2_ARGS = (types.int64,) * 2
+_NEW_ARGS = (types.int64, types.int64, types.int64, types.boolean)
+_FILL_ARGS = (types.int64,) * 4 + (types.float64,) * 2
 
 
 @intrinsic
@@ -191,3 +194,21 @@ def call_native_sweep(typingctx, fn, caddr, nroots, ncap, mode, retain):
 def call_native_i4(typingctx, fn, x0, x1, x2, x3):
     """Call a compiled int64 f(int64, int64, int64, int64) by its native_address."""
     return types.int64(types.int64, *_I4_ARGS), _native_codegen(_I4_ARGS)
+
+
+@intrinsic
+def call_native_i2(typingctx, fn, x0, x1):
+    """Call a compiled int64 f(int64, int64) by its native_address."""
+    return types.int64(types.int64, *_I2_ARGS), _native_codegen(_I2_ARGS)
+
+
+@intrinsic
+def call_native_new(typingctx, fn, caddr, dt, nd, zero):
+    """Call core.new_tensor by its native_address."""
+    return types.int64(types.int64, *_NEW_ARGS), _native_codegen(_NEW_ARGS)
+
+
+@intrinsic
+def call_native_fill(typingctx, fn, addr, n, is64, seed, p, scale):
+    """Call random.fill_dropout by its native_address."""
+    return types.int64(types.int64, *_FILL_ARGS), _native_codegen(_FILL_ARGS)

@@ -34,7 +34,8 @@ _ENTRY_SIGS = {"new_tensor": "int64(int64, int64, int64, boolean)",
                "sweep_resume": "int64(int64)", "sweep_abort": "int64(int64)",
                "grad_of_row": "int64(int64, int64, int64)",
                "add_to_edge": "int64(int64, int64, int64, int64)",
-               "take_leaf_hook_grad": "int64(int64, int64)"}
+               "take_leaf_hook_grad": "int64(int64, int64)",
+               "release_id": "int64(int64, int64)"}
 _SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
 
 

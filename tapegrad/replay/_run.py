@@ -8,15 +8,15 @@ borrowed, everything the program makes is owned by its slot until an I_FREE (the
 use) or until it is handed back to Python as a returned value.
 """
 
-from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS,
-                              M_DTYPE, M_NUMEL, C_META_CAP, C_LIVE_META, C_STOR_CAP,
-                              C_LIVE_STOR, C_NOUTS, C_PLANK, E_GROW_META, E_GROW_STOR, F64,
-                              E_NOMEM)
-from .._engine.lowlevel import (jit, ctx_of, meta_of, iargs_of, outs_of, i64_at, f64_at, u8_at,
-                                call_native_op, call_native_sweep, call_native_i4)
-from .._engine.core import (decref, KIND_META, detach, data_alias, meta_contiguous, data_addr,
-                            bump_version)
-from .._engine.random import fill_dropout
+from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS, M_SID,
+                              M_OFF, M_VSID, M_DTYPE, M_NUMEL, S_ADDR, S_VERSION, C_META_CAP,
+                              C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS, C_PLANK,
+                              E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
+from .._engine.lowlevel import (jit, ctx_of, meta_of, stor_of, iargs_of, outs_of, i64_at,
+                                f64_at, u8_at, call_native_op, call_native_sweep,
+                                call_native_i4, call_native_i2, call_native_new,
+                                call_native_fill)
+from .._engine.core import itemsize
 
 # instructions: [code, length, ...]
 I_OP = 1        # op, a, b, c (slots or -1), s bits, flags, nouts, niargs, outs..., iargs...
@@ -33,8 +33,10 @@ I_IADD = 9      # int64 tensor (contiguous), value: t += value (BatchNorm's batc
 # header H[...]: what a call runs
 H_STEPS, H_NARGS, H_ARGSLOTS, H_ARGIDS, H_NRET, H_RETSLOTS, H_RETIDS, H_RETOWN, \
     H_OPFN, H_SWEEPFN, H_SEEDS, H_NSEEDS, H_STATE, H_PROG, H_NPROG, H_SLOTS, \
-    H_NSLOTS = range(17)
-HW = 20
+    H_NSLOTS, H_RELEASE, H_DETACH, H_DATA, H_NEW, H_FILL = range(22)
+HW = 24
+# (the engine's functions are called through their native addresses, H_OPFN..H_FILL: the
+# executor compiles only its own loop, a few seconds, and never a copy of the engine)
 # state S[...]: where a call stopped (a status Python must handle first), so it can resume
 S_STEP, S_PC, S_DETAIL = 0, 1, 2
 
@@ -57,6 +59,17 @@ def _table_stale(C, ids_addr, n, left_addr, nleft):
         if M[left[r], M_GRAD] >= 0:
             return True
     return False
+
+
+@jit
+def _data_addr(C, t):
+    M = meta_of(C)
+    return stor_of(C)[M[t, M_SID], S_ADDR] + M[t, M_OFF] * itemsize(M[t, M_DTYPE])
+
+
+@jit
+def _bump(C, t):
+    stor_of(C)[meta_of(C)[t, M_VSID], S_VERSION] += 1
 
 
 @jit
@@ -141,13 +154,13 @@ def run(caddr, haddr):
                 for j in range(pc + 2, pc + n):
                     s = P[j]
                     if ids[s] >= 0:
-                        decref(C, KIND_META, ids[s])
+                        call_native_i2(H[H_RELEASE], caddr, ids[s])
                         ids[s] = -1
             elif code == I_ALIAS:
                 st = _room(C)
                 if st == 0:
-                    src = ids[P[pc + 3]]
-                    ids[P[pc + 4]] = detach(caddr, src) if P[pc + 2] == 0 else data_alias(caddr, src)
+                    fn = H[H_DETACH] if P[pc + 2] == 0 else H[H_DATA]
+                    ids[P[pc + 4]] = call_native_i2(fn, caddr, ids[P[pc + 3]])
             elif code == I_GRAD:
                 M = meta_of(C)
                 g = M[ids[P[pc + 2]], M_GRAD]
@@ -163,31 +176,34 @@ def run(caddr, haddr):
                 if g >= 0:
                     if P[pc + 3]:           # zero_grad(set_to_none=False)
                         nb = M[g, M_NUMEL] * (8 if M[g, M_DTYPE] == F64 else 4)
-                        u8_at(data_addr(C, g), nb)[:] = 0
-                        bump_version(C, g)
+                        u8_at(_data_addr(C, g), nb)[:] = 0
+                        _bump(C, g)
                     else:
                         M[t, M_GRAD] = -1
-                        decref(C, KIND_META, g)
+                        call_native_i2(H[H_RELEASE], caddr, g)
             elif code == I_RAND:
                 st = _room(C)
                 if st == 0:
                     nd = P[pc + 4]
-                    t = meta_contiguous(C, P[pc + 3], nd, P[pc + 8:pc + 8 + nd].copy(), False)
+                    ia = iargs_of(C)
+                    for d in range(nd):
+                        ia[d] = P[pc + 8 + d]
+                    t = call_native_new(H[H_NEW], caddr, P[pc + 3], nd, False)
                     if t < 0:
                         st = E_NOMEM
                     else:
                         M = meta_of(C)
-                        M[t, M_REFS] = 1
-                        fill_dropout(data_addr(C, t), M[t, M_NUMEL], M[t, M_DTYPE] == F64,
-                                     seeds[step * H[H_NSEEDS] + P[pc + 7]], PF[pc + 5],
-                                     PF[pc + 6])
+                        call_native_fill(H[H_FILL], _data_addr(C, t), M[t, M_NUMEL],
+                                         M[t, M_DTYPE] == F64,
+                                         seeds[step * H[H_NSEEDS] + P[pc + 7]], PF[pc + 5],
+                                         PF[pc + 6])
                         ids[P[pc + 2]] = t
             elif code == I_IADD:
                 t = ids[P[pc + 2]]
                 M = meta_of(C)
-                A = i64_at(data_addr(C, t), M[t, M_NUMEL])
+                A = i64_at(_data_addr(C, t), M[t, M_NUMEL])
                 A += P[pc + 3]
-                bump_version(C, t)
+                _bump(C, t)
             if st != 0:
                 S[S_STEP] = step
                 S[S_PC] = pc

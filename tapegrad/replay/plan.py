@@ -14,7 +14,9 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
-from .._engine.state import engine, _OP_SIG, _SWEEP_SIG, native_entry, EngineError
+from .._engine import random
+from .._engine.state import (engine, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS, native_entry,
+                             EngineError)
 from .. import _creation as _CREATION
 from ..ops.registry import OPS
 from .recorder import GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD
@@ -45,9 +47,9 @@ class Program:
         from ..tensor import _adopt_ref
         self.kinds = []             # slot -> _ARG / _EXT / _OWN
         self.ext = []               # wrappers keeping outside tensors alive (and their ids)
-        self.optim = []             # (optimizer, group index, ids table, hyper array)
+        self.optim = []             # (optimizer, group index, ids table, hyper array,
+                                    #  ids of the group's parameters the table left out)
         self.rand = []              # dropout draws, in order (one seed each per step)
-        self.sweep_retain = []
         code = []
         uses = []                   # per instruction: slots read
         defs = []                   # per instruction: slots defined
@@ -131,7 +133,6 @@ class Program:
                 grads_touched = True
                 uses.append(roots + [s for s in seeds if s >= 0])
                 defs.append([])
-                self.sweep_retain.append(bool(retain))
                 p += n
             elif ev == L.EV_PY:
                 what, x, y = (int(v) for v in log[p + 1:p + 4])
@@ -231,8 +232,13 @@ class Runner:
         E = engine()
         E.compile_core()
         with kernel_cache(engine=True):
-            self.opfn = native_address(core.op_entry, _OP_SIG)
-            self.sweepfn = native_address(core.sweep, _SWEEP_SIG)
+            natives = {h: native_address(fn, sig) for h, fn, sig in (
+                (X.H_OPFN, core.op_entry, _OP_SIG), (X.H_SWEEPFN, core.sweep, _SWEEP_SIG),
+                (X.H_RELEASE, core.release_id, _ENTRY_SIGS["release_id"]),
+                (X.H_DETACH, core.detach, _ENTRY_SIGS["detach"]),
+                (X.H_DATA, core.data_alias, _ENTRY_SIGS["data_alias"]),
+                (X.H_NEW, core.new_tensor, _ENTRY_SIGS["new_tensor"]),
+                (X.H_FILL, random.fill_dropout, random.FILL_SIG))}
         self.run = native_entry(X.run, X.RUN_SIG)
         self.H = np.zeros(X.HW, np.int64)
         self.state = np.zeros(4, np.int64)
@@ -264,8 +270,8 @@ class Runner:
         H[X.H_NRET] = len(program.ret_slots)
         H[X.H_RETSLOTS] = self.retslots.ctypes.data
         H[X.H_RETOWN] = self.retown.ctypes.data
-        H[X.H_OPFN] = self.opfn
-        H[X.H_SWEEPFN] = self.sweepfn
+        for h, addr in natives.items():
+            H[h] = addr
         H[X.H_NSEEDS] = len(program.rand)
         H[X.H_STATE] = self.state.ctypes.data
         H[X.H_PROG] = program.prog.ctypes.data
