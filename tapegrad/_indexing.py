@@ -306,17 +306,16 @@ def getitem(self, key):
 def _advanced(self, key):
     shape = list(self.shape)
     if len(key) == 1 and not isinstance(key[0], (bool, np.bool_)):
-        idx = _np_index(key[0])
+        t = key[0]
+        if (isinstance(t, Tensor) and t.dtype is D.int64 and t.ndim >= 1 and shape
+                and self.dtype.is_floating_point and t.is_contiguous()
+                and t.ndim + len(shape) - 1 <= L.MAXD):
+            # x[idx] with an index tensor: the kernel reads (and bounds-checks) the index
+            # tensor itself; no positions are made and Python never reads its values
+            out = list(t.shape) + shape[1:]
+            return _wrap(run(BY_NAME["index_rows"], self._i, t._i, fargs=[len(out)] + out))
+        idx = _np_index(t)
         if idx.dtype != np.bool_ and idx.ndim >= 1 and shape:       # x[idx]: rows
-            t = key[0]
-            if (isinstance(t, Tensor) and self.dtype.is_floating_point and idx.size
-                    and t.is_contiguous() and idx.min() >= 0 and idx.max() < shape[0]
-                    and idx.ndim + len(shape) - 1 <= L.MAXD):
-                # in range and non-negative (checked just now): the kernel reads the
-                # index tensor itself, no positions are made
-                out = list(idx.shape) + shape[1:]
-                return _wrap(run(BY_NAME["index_rows"], self._i, t._i,
-                                 fargs=[len(out)] + out))
             pos = _row_positions(shape, 0, idx)
             return _take(self, "index", pos)
     return _take(self, "index", _positions(shape, key))

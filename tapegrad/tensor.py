@@ -530,6 +530,9 @@ def op_error(exc, op, a, b):
     if code == L.E_VALUE:
         if name.startswith(("nll_loss", "cross_entropy")):
             return IndexError(f"Target {int(exc.err[1])} is out of bounds.")
+        if name == "index_rows":
+            return IndexError(f"index {int(exc.err[1])} is out of bounds for dimension 0 "
+                              f"with size {int(exc.err[2])}")
         if name == "binary_cross_entropy":
             return RuntimeError("all elements of input should be between 0 and 1")
         return RuntimeError(f"{name}: an input value is outside the op's domain")

@@ -1192,13 +1192,26 @@ def _b_gradset(m, o):
 
 
 def _b_index(m, o):
-    idx = tg.tensor([0, 3, 3, 7])
+    idx = tg.tensor([0, 2, 2, 1])
 
     def f(x, y):
         out = m(x)
-        sel = out[idx]  # LINE:index
+        sel = out[:4, idx]  # LINE:index
         return F.cross_entropy(sel, y[:4])
     return f
+
+
+def test_row_gather_with_an_index_tensor_replays():
+    """x[idx] with an int64 index tensor checks its indices in the kernel: no break, and
+    new index values take effect in the replay."""
+    rng = np.random.default_rng(57)
+    x = tg.tensor(rng.standard_normal((10, 3)).astype(np.float32), requires_grad=True)
+    f = tg.compile(lambda idx: (x[idx] * 2.0).sum())
+    with no_break():
+        for _ in range(4):
+            idx = tg.tensor(rng.integers(-10, 10, 6))
+            assert_same((x[idx] * 2.0).sum(), f(idx))
+    assert f.stats == {"recordings": 1, "replays": 3}
 
 
 def _b_accuracy(m, o):
@@ -2343,10 +2356,16 @@ def test_embedding_layernorm_gelu_model():
     assert_models_same(res[0][1], res[1][1])
     assert_models_same(res[0][2], res[1][2])
     f, w = res[1][3], res[1][4]
-    if f.eager is None:
-        assert f.stats == {"recordings": 1, "replays": 5} and not w
-    else:
-        assert len(w) == 1
+    # the embedding's row gather checks its indices in the kernel: nothing breaks
+    assert f.eager is None and not w
+    assert f.stats == {"recordings": 1, "replays": 5}
+    bad = tg.tensor(np.full((8, 5), 20))
+    with pytest.raises(IndexError, match="index 20 is out of bounds for dimension 0 with "
+                                         "size 20"):
+        f(bad, data[0][1])
+    with no_break():
+        f(*data[0])                                     # it goes on after the error
+    assert f.stats == {"recordings": 1, "replays": 6}
 
 
 def test_batchnorm_cumulative_average_momentum_none_breaks_correctly():

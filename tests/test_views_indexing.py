@@ -1118,3 +1118,38 @@ def test_row_index_kernel_on_strided_base_and_2d_index():
     expect = np.zeros_like(base)
     np.add.at(expect, idx, w)
     np.testing.assert_allclose(x.grad.numpy(), expect.transpose(1, 0, 2))
+
+
+# ---------------------------------------------------------------- x[idx]: checked in the kernel
+def test_row_gather_wraps_negative_indices_and_accumulates_gradients():
+    rng = np.random.default_rng(71)
+    xn = rng.standard_normal((5, 3))
+    x = tg.tensor(xn, requires_grad=True)
+    idxn = np.array([[0, -1], [4, -5], [-1, 2]])
+    y = x[tg.tensor(idxn)]
+    assert y.grad_fn.name() == "IndexBackward0"
+    np.testing.assert_array_equal(y.detach().numpy(), xn[idxn])
+    g = rng.standard_normal(y.shape)
+    y.backward(tg.tensor(g))
+    expect = np.zeros_like(xn)
+    np.add.at(expect, idxn % 5, g)
+    np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-15)
+
+
+@pytest.mark.parametrize("bad", [5, -6, 100])
+def test_row_gather_out_of_range_raises_pytorch_error(bad):
+    x = tg.tensor(np.arange(15.0).reshape(5, 3), requires_grad=True)
+    idx = tg.tensor(np.array([1, bad, 2]))
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds for dimension 0 "
+                                         "with size 5"):
+        x[idx]
+    assert x[tg.tensor(np.array([1, 2]))].shape == (2, 3)       # the engine is unharmed
+
+
+def test_row_gather_error_matches_torch():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(IndexError) as ours:
+        tg.zeros(4, 2)[tg.tensor(np.array([0, 7]))]
+    with pytest.raises(IndexError) as theirs:
+        torch.zeros(4, 2)[torch.tensor([0, 7])]
+    assert str(ours.value) == str(theirs.value)

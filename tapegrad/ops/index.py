@@ -8,11 +8,11 @@ no kernel ever sees an unchecked index.
 """
 import numpy as np
 
-from .._engine.layout import (K_OK, F32, F64, E_DTYPE, MAXD, M_DTYPE, M_NDIM, M_SHAPE,
+from .._engine.layout import (K_OK, F32, F64, E_DTYPE, E_VALUE, MAXD, M_DTYPE, M_NDIM, M_SHAPE,
                               M_STRIDE, M_NUMEL, R_IATTR, R_IN, IW, IN_SAVED, R_ODTYPE, R_ONDIM,
                               R_OSHAPE)
-from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, iargs_of, f32_at, f64_at, \
-    i64_at, u8_at
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, iargs_of, err_of, f32_at, \
+    f64_at, i64_at, u8_at
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             span, row_grad_addr, edge_grad_addr, input_shape, out_numel,
                             aligned_strides, aligned_contiguous_strides, is_contiguous)
@@ -119,22 +119,34 @@ def take_bwd(caddr, row):
 
 
 # ---------------------------------------------------------------- x[idx]: whole rows
-# input 1 is the index tensor itself (int64, contiguous, values in [0, rows): checked in
-# Python); the output is idx.shape + x.shape[1:], whose ndim and shape are forward-only
-# iargs FV. The positions never exist: each index picks one row.
+# input 1 is the index tensor itself (int64, contiguous; the kernel checks its values, so
+# Python never reads them: a compiled replay can repeat it); the output is
+# idx.shape + x.shape[1:], whose ndim and shape are forward-only iargs FV. The positions
+# never exist: each index picks one row (negative ones count from the end).
 @jit
-def _take_rows(X, xoff, idx, inner_off, O):
+def _first_bad_row(idx, rows):
+    """Index of the first value outside [-rows, rows), or -1."""
+    for i in range(idx.shape[0]):
+        if idx[i] < -rows or idx[i] >= rows:
+            return i
+    return -1
+
+
+@jit
+def _take_rows(X, xoff, idx, rows, inner_off, O):
     k = inner_off.shape[0]
     for i in range(idx.shape[0]):
-        base = xoff * idx[i]
+        v = idx[i]
+        base = xoff * (v + rows if v < 0 else v)
         for j in range(k):
             O[i * k + j] = X[base + inner_off[j]]
 
 
 @jit
-def _untake_rows(G, idx, k, GA):
+def _untake_rows(G, idx, rows, k, GA):
     for i in range(idx.shape[0]):
-        base = idx[i] * k
+        v = idx[i]
+        base = (v + rows if v < 0 else v) * k
         for j in range(k):
             GA[base + j] += G[i * k + j]
 
@@ -148,21 +160,28 @@ def take_rows_fwd(caddr, row):
     dt = M[a, M_DTYPE]
     if dt != F32 and dt != F64:
         return E_DTYPE
+    m = M[p, M_NUMEL]
+    idx = i64_at(data_addr(C, p), m)
+    rows = M[a, M_SHAPE]
+    bad = _first_bad_row(idx, rows)
+    if bad >= 0:                    # (checked before anything is made: nothing to undo)
+        err_of(C)[1] = idx[bad]
+        err_of(C)[2] = rows
+        return E_VALUE
     nd = ia[FV]
     out = meta_contiguous(C, dt, nd, ia[FV + 1:FV + 1 + nd].copy(), False)
     if out < 0:
         return out
+    M = meta_of(C)
     na = M[a, M_NDIM]
     inner_off = offsets(M[a, M_SHAPE + 1:M_SHAPE + na].copy(),
                         M[a, M_STRIDE + 1:M_STRIDE + na].copy())
-    m = M[p, M_NUMEL]
     n = m * inner_off.shape[0]
-    idx = i64_at(data_addr(C, p), m)
     if dt == F32:
-        _take_rows(f32_at(data_addr(C, a), span(M, a)), M[a, M_STRIDE], idx, inner_off,
+        _take_rows(f32_at(data_addr(C, a), span(M, a)), M[a, M_STRIDE], idx, rows, inner_off,
                    f32_at(data_addr(C, out), n))
     else:
-        _take_rows(f64_at(data_addr(C, a), span(M, a)), M[a, M_STRIDE], idx, inner_off,
+        _take_rows(f64_at(data_addr(C, a), span(M, a)), M[a, M_STRIDE], idx, rows, inner_off,
                    f64_at(data_addr(C, out), n))
     return set_outputs1(C, out)
 
@@ -185,9 +204,9 @@ def take_rows_bwd(caddr, row):
     idx = i64_at(data_addr(C, sp), m)
     g = row_grad_addr(C, row, 0)
     if T[row, R_ODTYPE] == F32:
-        _untake_rows(f32_at(g, m * k), idx, k, f32_at(ga, nin))
+        _untake_rows(f32_at(g, m * k), idx, ishape[0], k, f32_at(ga, nin))
     else:
-        _untake_rows(f64_at(g, m * k), idx, k, f64_at(ga, nin))
+        _untake_rows(f64_at(g, m * k), idx, ishape[0], k, f64_at(ga, nin))
     return K_OK
 
 
