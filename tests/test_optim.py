@@ -776,3 +776,15 @@ def test_warmup_runs():
                 "--optim", "sgd"])
     assert res.returncode == 0, res.stderr
     assert "2 ops ready" in res.stdout
+
+
+def test_warmup_as_a_cold_start_helper():
+    """The demo's helper: the engine's sweep, some ops, no optimizer, no replay executor,
+    without the engine core in this process (TAPEGRAD_KERNELS_ONLY)."""
+    env = dict(os.environ, TAPEGRAD_KERNELS_ONLY="1")
+    res = subprocess.run([sys.executable, "-m", "tapegrad", "warmup", "--ops", "tanh",
+                          "--dtypes", "float32", "--optim", "", "--no-replay", "--sweep"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                         check=False)
+    assert res.returncode == 0, res.stderr
+    assert "1 ops ready" in res.stdout
