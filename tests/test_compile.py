@@ -9,6 +9,7 @@ file by its `# LINE:<tag>` marker) and for eager-correct results. Memory is chec
 the engine's live counts (flat over replays).
 """
 import gc
+import sys
 import re
 import warnings
 
@@ -2397,3 +2398,41 @@ def test_batchnorm_cumulative_average_momentum_none_breaks_correctly():
     assert_same(res[0][0], res[1][0])
     assert_models_same(res[0][1], res[1][1])
     assert int(res[1][1][1].num_batches_tracked.item()) == 6
+
+
+def test_two_threads_share_one_compiled_function():
+    """Calls from two threads are serialised per compiled function: each gets the replay
+    of its own arguments."""
+    import threading
+    rng = np.random.default_rng(58)
+    w = tg.tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
+    f = tg.compile(lambda x: ((x @ w).tanh() * 2.0).sum(1))
+    xs = [tg.tensor(rng.standard_normal((5, 4)).astype(np.float32)) for _ in range(8)]
+    with no_break():
+        f(xs[0])
+        f(xs[1])
+    want = [((x @ w).tanh() * 2.0).sum(1).detach().numpy() for x in xs]
+    errors = []
+
+    def work(order):
+        try:
+            for _ in range(100):
+                for i in order:
+                    got = f(xs[i]).detach().numpy()
+                    if not np.array_equal(got, want[i]):
+                        errors.append(i)
+        except Exception as e:      # noqa: BLE001  (reported below)
+            errors.append(repr(e))
+    threads = [threading.Thread(target=work, args=(o,)) for o in ([0, 1, 2, 3, 4, 5, 6, 7],
+                                                                   [7, 6, 5, 4, 3, 2, 1, 0])]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)         # switch threads often: races show up, if any
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert f.stats["recordings"] == 1

@@ -10,6 +10,7 @@ import dis
 import functools
 import operator
 import inspect
+import threading
 import warnings
 
 from .._engine import layout as L
@@ -75,6 +76,7 @@ class CompiledFunction:
         self._getters = None
         self._last_visible = None
         self.stats = {"recordings": 0, "replays": 0}
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------ guards
     def _sources(self):
@@ -198,17 +200,19 @@ class CompiledFunction:
             if self.steps:
                 return [self.fn(*a, **kw) for a, kw in _step_args(args, kwargs, self.steps)]
             return self.fn(*args, **kwargs)
-        if self.steps:
-            return self._call_steps(args, kwargs)
-        key, ids = self._key(args, kwargs)
-        plan = self.plans.get(key)
-        if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
-            return self._record(args, kwargs)
-        runner, spec = plan[0], plan[1]
-        out = runner.call1(ids)
-        self.stats["replays"] += 1
-        if runner.stale:
-            self._retire(key, runner)
+        # one call at a time: the guards, a plan's buffers and a recording are shared
+        with self._lock:
+            if self.steps:
+                return self._call_steps(args, kwargs)
+            key, ids = self._key(args, kwargs)
+            plan = self.plans.get(key)
+            if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
+                return self._record(args, kwargs)
+            runner, spec = plan[0], plan[1]
+            out = runner.call1(ids)
+            self.stats["replays"] += 1
+            if runner.stale:
+                self._retire(key, runner)
         if spec is _ONE:                        # the common case: one returned tensor
             return _wrap(out[0]) if runner.pg.ret_own[0] else _adopt_ref(out[0])
         return _results(runner, spec, out)
