@@ -508,13 +508,15 @@ class MLPStepCE(MLPStep):
     key, title = ("mlp_step_ce", "MLP 64-128-10 step with F.cross_entropy and optim.SGD, "
                   "batch 32, float32")
 
-    def eager(self, M):
+    def setup(self, M):
+        """Data, parameters, the loss and optim.SGD in library M."""
         Xn, pn, ohn = self.data()
-        X = M.tensor(Xn)
-        labels = M.tensor(ohn.argmax(1).astype("int64"))
         params = [M.tensor(p, requires_grad=True) for p in pn]
-        ce = M.nn.functional.cross_entropy
-        opt = M.optim.SGD(params, lr=LR)
+        return (M.tensor(Xn), M.tensor(ohn.argmax(1).astype("int64")), params,
+                M.nn.functional.cross_entropy, M.optim.SGD(params, lr=LR))
+
+    def eager(self, M):
+        X, labels, params, ce, opt = self.setup(M)
 
         def step(record=None):
             W1, b1, W2, b2 = params
@@ -550,12 +552,7 @@ class ReplayMLP(MLPStepCE):
     steps = None
 
     def eager(self, M):
-        Xn, pn, ohn = self.data()
-        X = M.tensor(Xn)
-        labels = M.tensor(ohn.argmax(1).astype("int64"))
-        params = [M.tensor(p, requires_grad=True) for p in pn]
-        ce = M.nn.functional.cross_entropy
-        opt = M.optim.SGD(params, lr=LR)
+        X, labels, params, ce, opt = self.setup(M)
 
         def step(x, y):
             opt.zero_grad()

@@ -6,8 +6,7 @@ import numpy as np
 
 from .. import _creation
 from .._engine.cache import kernel_cache
-from .._engine import layout as L
-from .._engine.state import RECORDING, native_entry, engine
+from .._engine.state import RECORDING, native_entry
 from ..tensor import Tensor, _CADDR, STRUCTURE, zero_grads
 
 with kernel_cache():
@@ -116,7 +115,7 @@ class Optimizer:
         (creating state on first use), or None."""
         rows = []
         for p in group["params"]:
-            if engine().meta[p._i, L.M_GRAD] < 0:
+            if not p._has_grad():
                 continue
             st = self.state.get(p)
             created = st is None

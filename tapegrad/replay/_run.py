@@ -8,15 +8,14 @@ borrowed, everything the program makes is owned by its slot until an I_FREE (the
 use) or until it is handed back to Python as a returned value.
 """
 
-from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS, M_SID,
-                              M_OFF, M_VSID, M_DTYPE, M_NUMEL, S_ADDR, S_VERSION, C_META_CAP,
-                              C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS, C_PLANK,
+from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS, M_DTYPE,
+                              M_NUMEL, C_META_CAP, C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS, C_PLANK,
                               E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
-from .._engine.lowlevel import (jit, ctx_of, meta_of, stor_of, iargs_of, outs_of, i64_at,
+from .._engine.lowlevel import (jit, ctx_of, meta_of, iargs_of, outs_of, i64_at,
                                 f64_at, u8_at, call_native_op, call_native_sweep,
                                 call_native_i4, call_native_i2, call_native_new,
                                 call_native_fill)
-from .._engine.core import itemsize
+from .._engine.core import data_addr, bump_version
 
 # instructions: [code, length, ...]
 I_OP = 1        # op, a, b, c (slots or -1), s bits, flags, nouts, niargs, outs..., iargs...
@@ -59,17 +58,6 @@ def _table_stale(C, ids_addr, n, left_addr, nleft):
         if M[left[r], M_GRAD] >= 0:
             return True
     return False
-
-
-@jit
-def _data_addr(C, t):
-    M = meta_of(C)
-    return stor_of(C)[M[t, M_SID], S_ADDR] + M[t, M_OFF] * itemsize(M[t, M_DTYPE])
-
-
-@jit
-def _bump(C, t):
-    stor_of(C)[meta_of(C)[t, M_VSID], S_VERSION] += 1
 
 
 @jit
@@ -176,8 +164,8 @@ def run(caddr, haddr):
                 if g >= 0:
                     if P[pc + 3]:           # zero_grad(set_to_none=False)
                         nb = M[g, M_NUMEL] * (8 if M[g, M_DTYPE] == F64 else 4)
-                        u8_at(_data_addr(C, g), nb)[:] = 0
-                        _bump(C, g)
+                        u8_at(data_addr(C, g), nb)[:] = 0
+                        bump_version(C, g)
                     else:
                         M[t, M_GRAD] = -1
                         call_native_i2(H[H_RELEASE], caddr, g)
@@ -193,7 +181,7 @@ def run(caddr, haddr):
                         st = E_NOMEM
                     else:
                         M = meta_of(C)
-                        call_native_fill(H[H_FILL], _data_addr(C, t), M[t, M_NUMEL],
+                        call_native_fill(H[H_FILL], data_addr(C, t), M[t, M_NUMEL],
                                          M[t, M_DTYPE] == F64,
                                          seeds[step * H[H_NSEEDS] + P[pc + 7]], PF[pc + 5],
                                          PF[pc + 6])
@@ -201,9 +189,9 @@ def run(caddr, haddr):
             elif code == I_IADD:
                 t = ids[P[pc + 2]]
                 M = meta_of(C)
-                A = i64_at(_data_addr(C, t), M[t, M_NUMEL])
+                A = i64_at(data_addr(C, t), M[t, M_NUMEL])
                 A += P[pc + 3]
-                _bump(C, t)
+                bump_version(C, t)
             if st != 0:
                 S[S_STEP] = step
                 S[S_PC] = pc
