@@ -91,10 +91,13 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
     return loss, acc, (steps - 1) / elapsed, t_first
 
 
-DEMO_OPS = ("linear", "tanh", "cross_entropy")     # float32
-# a cold start splits the compiling between this process and a helper, about evenly:
-# here op_entry, the replay executor, cross entropy and Adam; there the sweep, linear, tanh
-_HELPER_OPS = ("linear", "tanh")
+# A cold start splits the compiling between this process and a helper, about evenly
+# (about 20 s of CPU each), and so that the engine functions both halves call compile
+# once: this process starts with op_entry, whose first callees the sweep shares, while the
+# helper compiles Adam, which needs no engine, and then the sweep, which by then loads
+# those callees from the cache.
+_MAIN_TASKS = ("op_entry", "op:tanh", "replay", "op:cross_entropy")
+_HELPER_TASKS = ("optim:adam", "sweep", "op:linear")
 
 
 def _engine_cached():
@@ -106,23 +109,36 @@ def _engine_cached():
 
 
 def _start_helper():
-    """On a cold cache, compile the demo's op kernels in a second process while this one
-    compiles the engine core: two cores, half the wait. Both land in the shared cache."""
+    """On a cold cache, start a second process on _HELPER_TASKS while this one does
+    _MAIN_TASKS: two cores, half the wait. Both land in the shared cache."""
     if _engine_cached():
         return None
     env = dict(os.environ, TAPEGRAD_KERNELS_ONLY="1")
-    return subprocess.Popen([sys.executable, "-m", "tapegrad", "warmup", "--ops",
-                             ",".join(_HELPER_OPS), "--dtypes", "float32", "--optim", "",
-                             "--no-replay", "--sweep"], env=env, stdout=subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, "-m", "tapegrad", "warmup", "--tasks",
+                             ",".join(_HELPER_TASKS)], env=env, stdout=subprocess.DEVNULL)
 
 
-def _compile_engine_part(name):
-    """Compile one of the engine core's two entry points into the cache."""
-    from tapegrad._engine import core
+def _compile_task(task):
+    """Compile (or load) one piece: "op_entry" or "sweep" (the engine core's two entry
+    points), "replay" (the executor), "op:NAME" (float32 kernels), "optim:NAME"."""
     from tapegrad._engine.cache import kernel_cache
-    from tapegrad._engine.state import _entry, _OP_SIG, _SWEEP_SIG
-    with kernel_cache(engine=True):
-        _entry(getattr(core, name), {"op_entry": _OP_SIG, "sweep": _SWEEP_SIG}[name])
+    if task in ("op_entry", "sweep"):
+        from tapegrad._engine import core
+        from tapegrad._engine.state import _entry, _OP_SIG, _SWEEP_SIG
+        with kernel_cache(engine=True):
+            _entry(getattr(core, task), {"op_entry": _OP_SIG, "sweep": _SWEEP_SIG}[task])
+    elif task == "replay":
+        _compile_replay()
+    elif task.startswith("op:"):
+        from tapegrad.ops.registry import BY_NAME
+        BY_NAME[task[3:]].kernels(0)
+    elif task.startswith("optim:"):
+        with kernel_cache():
+            from tapegrad.optim import _kernels as K
+        name = {"adamw": "adam"}.get(task[6:], task[6:])
+        getattr(K, name + "_native").compile(K.NATIVE_SIG)
+    else:
+        raise ValueError(f"unknown warmup task {task!r}")
 
 
 def demo(steps=1000, n=512, lr=0.01, eager=False):
@@ -132,14 +148,8 @@ def demo(steps=1000, n=512, lr=0.01, eager=False):
     helper = _start_helper()
     t0 = time.perf_counter()
     if helper is not None:      # this process's share of a cold start
-        from tapegrad.ops.registry import BY_NAME
-        _compile_engine_part("op_entry")
-        _compile_replay()
-        for name in DEMO_OPS:
-            if name not in _HELPER_OPS:
-                BY_NAME[name].kernels(0)
-        from tapegrad.optim import _kernels as K
-        K.adam_native.compile(K.NATIVE_SIG)
+        for task in _MAIN_TASKS:
+            _compile_task(task)
     t_core = time.perf_counter() - t0
     if helper is not None:
         helper.wait()
@@ -160,8 +170,8 @@ def demo(steps=1000, n=512, lr=0.01, eager=False):
         print(f"          the same steps run eagerly: {1e6 / esps:.0f} us/step")
     if helper is not None:
         print(f"          cold start: {t_ready:.1f} s compiling on two cores (this process: "
-              f"op entry, replay executor, loss and Adam in {t_core:.1f} s; a helper "
-              f"process: the sweep, linear and tanh); the first step took {first:.1f} s. "
+              f"{', '.join(_MAIN_TASKS)} in {t_core:.1f} s; a helper process: "
+              f"{', '.join(_HELPER_TASKS)}); the first step took {first:.1f} s. "
               "All is cached now: the next run starts warm.")
     else:
         print(f"          warm start: engine and kernels loaded from the cache in "
@@ -201,17 +211,20 @@ def model_init(tg, lr):
 
 def warmup(ops=None, dtypes=("float32", "float64"), optim=("sgd", "adam", "adamw",
                                                          "rmsprop", "adagrad"), replay=True,
-           sweep=False):
+           tasks=()):
     """Compile (or load) kernels into the cache: the given ops (default all) in the given
     dtypes, the optimizers' updates, the compiled replay's executor and, unless
     TAPEGRAD_KERNELS_ONLY is set (a helper process that leaves the engine to its parent),
-    the engine core."""
+    the engine core. With tasks (see _compile_task), only those, in that order."""
     import tapegrad as tg
     from tapegrad.ops.registry import OPS, BY_NAME
     from tapegrad._engine.cache import kernel_cache
     t0 = time.perf_counter()
-    if sweep:
-        _compile_engine_part("sweep")
+    if tasks:
+        for task in tasks:
+            _compile_task(task)
+        print(f"{len(tasks)} tasks ready in {time.perf_counter() - t0:.1f} s")
+        return 0
     if not os.environ.get("TAPEGRAD_KERNELS_ONLY"):
         from tapegrad._engine.state import engine
         engine().compile_core()
@@ -245,8 +258,9 @@ def main(argv=None):
     w.add_argument("--optim", default="sgd,adam,adamw,rmsprop,adagrad")
     w.add_argument("--no-replay", action="store_true",
                    help="skip the compiled replay's executor")
-    w.add_argument("--sweep", action="store_true",
-                   help="compile the engine's sweep first (a cold start's helper)")
+    w.add_argument("--tasks", default="",
+                   help="only these, in order (a cold start's helper): op_entry, sweep, "
+                        "replay, op:NAME (float32), optim:NAME")
     args = p.parse_args(argv)
     if args.cmd == "demo" and args.steps < 1:
         p.error("demo: --steps must be at least 1")
@@ -254,7 +268,7 @@ def main(argv=None):
         return demo(steps=args.steps, eager=args.eager)
     return warmup(args.ops.split(",") if args.ops else None, args.dtypes.split(","),
                   [o for o in args.optim.split(",") if o], replay=not args.no_replay,
-                  sweep=args.sweep)
+                  tasks=[t for t in args.tasks.split(",") if t])
 
 
 if __name__ == "__main__":

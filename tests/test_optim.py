@@ -779,12 +779,17 @@ def test_warmup_runs():
 
 
 def test_warmup_as_a_cold_start_helper():
-    """The demo's helper: the engine's sweep, some ops, no optimizer, no replay executor,
-    without the engine core in this process (TAPEGRAD_KERNELS_ONLY)."""
+    """The demo's helper runs its tasks in order, without the engine core in this process
+    (TAPEGRAD_KERNELS_ONLY); an unknown task is an error naming it."""
+    from tapegrad.__main__ import _HELPER_TASKS
     env = dict(os.environ, TAPEGRAD_KERNELS_ONLY="1")
-    res = subprocess.run([sys.executable, "-m", "tapegrad", "warmup", "--ops", "tanh",
-                          "--dtypes", "float32", "--optim", "", "--no-replay", "--sweep"],
+    res = subprocess.run([sys.executable, "-m", "tapegrad", "warmup", "--tasks",
+                          ",".join(_HELPER_TASKS)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
                          check=False)
     assert res.returncode == 0, res.stderr
-    assert "1 ops ready" in res.stdout
+    assert f"{len(_HELPER_TASKS)} tasks ready" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "tapegrad", "warmup", "--tasks", "op:tanh,nope"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                         check=False)
+    assert res.returncode != 0 and "unknown warmup task 'nope'" in res.stderr

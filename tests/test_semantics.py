@@ -1208,3 +1208,20 @@ def test_deep_chain_with_autograd_grad_and_a_non_leaf():
     (g,) = tg.autograd.grad(y.sum(), h)
     assert g.tolist() == pytest.approx([1 - 0.5] * 2, rel=1e-9)
     assert x.grad is None
+
+
+@pytest.mark.parametrize("dtype", [tg.float32, tg.float64])
+def test_inplace_op_whose_gradient_needs_self_as_it_was(dtype):
+    """y.mul_(w) / y.div_(w) with w requiring grad: w's gradient reads y before the write,
+    so the op saves a copy of it (made by a kernel compiled on first need, then retried)."""
+    x = tg.tensor([1.0, 2.0, -3.0], dtype=dtype, requires_grad=True)
+    w = tg.tensor([4.0, 5.0, 0.5], dtype=dtype, requires_grad=True)
+    y = x * 1
+    y.mul_(w)               # y = x*w, dw = x (y as it was)
+    y.div_(w * w)           # y = x/w, d(w*w) = -y_before / (w*w)^2 = -x*w / w^4
+    assert y.grad_fn.name() == "DivBackward0"
+    y.sum().backward()
+    xv, wv = np.array([1.0, 2.0, -3.0]), np.array([4.0, 5.0, 0.5])
+    np.testing.assert_allclose(y.detach().numpy(), xv / wv, rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), 1 / wv, rtol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), -xv / wv ** 2, rtol=1e-6)

@@ -9,7 +9,8 @@ import numpy as np
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
 from .lowlevel import (jit, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
                        err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
-                       f64_at, i64_at, u8_at, call_kernel, c_malloc, c_calloc, c_free)
+                       f64_at, i64_at, u8_at, call_kernel, call_native_i2, c_malloc, c_calloc,
+                       c_free)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -716,6 +717,14 @@ def clone_tensor(C, t):
 
 
 @jit
+def clone_entry(caddr, t):
+    """clone_tensor for op_entry, which calls it through C_CLONE: the rare in-place op
+    whose gradient needs self as it was then compiles it (seconds) instead of every
+    cold start compiling it into op_entry."""
+    return clone_tensor(ctx_of(caddr), t)
+
+
+@jit
 def _ranges_overlap(C, a, b):
     M = meta_of(C)
     if M[a, M_SID] != M[b, M_SID] or M[a, M_NUMEL] == 0 or M[b, M_NUMEL] == 0:
@@ -817,6 +826,10 @@ def op_entry(caddr, op, a, b, s, flags):
         st = _inplace_check(C, a, b, grad_on, record)
         if st < 0:
             return st
+        if record and need & 1 and C[C_CLONE] == 0:
+            err_of(C)[0] = op
+            err_of(C)[1] = KSLOT_CLONE
+            return E_NEED_KERNEL
     vers = np.zeros(MAXIN, np.int64)      # of what will be saved, before any in-place write
     if need:
         for k in range(MAXIN):
@@ -838,7 +851,7 @@ def op_entry(caddr, op, a, b, s, flags):
 
     self_copy = -1
     if inplace and record and need & 1:
-        self_copy = clone_tensor(C, a)      # the gradient needs self as it was
+        self_copy = call_native_i2(C[C_CLONE], caddr, a)   # the gradient needs self as it was
         if self_copy < 0:
             row_discard(C, r)
             return E_NOMEM

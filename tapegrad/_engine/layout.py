@@ -124,6 +124,7 @@ C_RECCAP = 42                 #   capacity; see EV_*
 C_PLAN = 43                   # replaying with a memory plan: address of plan[], one entry per
 C_PLANK = 44                  #   allocation in order (see PL_*), the next entry, the number
 C_PLANN = 45                  #   of entries (0: no plan)
+C_CLONE = 46                  # address of clone_entry, compiled when an op first needs it
 NCTX = 48
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------
@@ -155,6 +156,7 @@ OIW = 8
 SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW, KIND_PY = 0, 1, 2   # KIND_PY: autograd.Function, backward in Python
 NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
+KSLOT_CLONE = -1  # E_NEED_KERNEL with err[1] == this: compile clone_entry (see C_CLONE)
 
 # op_entry flags
 OPF_GRAD = 1        # grad mode is on

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import layout as L
 from .cache import kernel_cache
+from .lowlevel import native_address
 
 with kernel_cache(engine=True):
     from . import core
@@ -211,7 +212,10 @@ class Engine:
     def handle(self, code):
         """Recover from a retryable status (grow a table, load a kernel). Returns False
         when the status is an error for the caller to raise."""
-        if code == L.E_NEED_KERNEL:
+        if code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_CLONE:
+            with kernel_cache(engine=True):
+                self.ctx[L.C_CLONE] = native_address(core.clone_entry, "int64(int64, int64)")
+        elif code == L.E_NEED_KERNEL:
             self.load_kernels(int(self.err[0]), int(self.err[1]))
         elif code == L.E_GROW_META:
             self._grow("meta")
