@@ -39,8 +39,9 @@ else:                                   # run as a plain script
 BIG = 1_000_000
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 PEERS = ("torch", "jax", "numpy")
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_VARS = ("TAPEGRAD_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+               "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+               "NUMEXPR_NUM_THREADS")
 
 
 # ---------------------------------------------------------------- setup
@@ -87,6 +88,8 @@ class Libs:
             sys.path.insert(0, REPO)
         import numpy as np
         import tapegrad as tg
+        if hasattr(tg, "set_num_threads"):
+            tg.set_num_threads(threads)
         self.np, self.tg = np, tg
         self.torch = self.jax = self.jnp = None
         self.skipped = {}

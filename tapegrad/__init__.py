@@ -47,6 +47,7 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
                            is_grad_enabled)
     from . import testing
     from .replay.compiled import compile, CompileWarning  # noqa: A004  (PyTorch's spelling)
+    from ._engine.state import set_num_threads, get_num_threads
 
 __version__ = "0.1.0"
 

@@ -7,6 +7,7 @@ function addresses, so this module never grows with the number of ops.
 import numpy as np
 
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
+from .threads import split_call
 from .lowlevel import (jit, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
                        err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
                        f64_at, i64_at, u8_at, call_kernel, call_native_i2, c_malloc, c_calloc,
@@ -644,6 +645,17 @@ def ew_forward_prep(C, row, a, b):
 
 
 @jit
+def call_ew(C, fn):
+    """Run the elementwise kernel fn on the prepared descriptor, split across threads
+    when it is flat and large enough."""
+    D = desc_of(C)
+    if C[C_WORKER] != 0 and D[D_FLAT] != 0 and D[D_N] >= 2 * C[C_PAR_MIN]:
+        C[C_NSPLIT] += 1
+        return split_call(C[C_WORKER], fn, C[C_DESC], D[D_N], C[C_NTHREADS], C[C_PAR_MIN])
+    return call_kernel(fn, C[C_DESC], 0)
+
+
+@jit
 def ew_backward_prep(C, row):
     """Describe an elementwise row's backward loop in desc: its saved operands, incoming
     gradient and the gradient buffers of its inputs (broadcast dims get stride 0)."""
@@ -864,7 +876,7 @@ def op_entry(caddr, op, a, b, s, flags):
         if st >= 0:
             outs_of(C)[0] = st
             C[C_NOUTS] = 1
-            st = call_kernel(fwd, C[C_DESC], 0)
+            st = call_ew(C, fwd)
     else:
         st = call_kernel(fwd, caddr, r)
     C[C_INPLACE] = -1
@@ -1268,7 +1280,7 @@ def _sweep_loop(caddr):
                 fn = bwd[op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)]
                 if info[op, O_KIND] == KIND_EW:
                     ew_backward_prep(C, r)
-                    st = call_kernel(fn, C[C_DESC], 0)
+                    st = call_ew(C, fn)
                 else:
                     st = call_kernel(fn, caddr, r)
                 if st != K_OK:

@@ -125,6 +125,10 @@ C_PLAN = 43                   # replaying with a memory plan: address of plan[],
 C_PLANK = 44                  #   allocation in order (see PL_*), the next entry, the number
 C_PLANN = 45                  #   of entries (0: no plan)
 C_CLONE = 46                  # address of clone_entry, compiled when an op first needs it
+C_WORKER = 47                 # elementwise loops on threads (see threads.py): the thread body's
+C_NTHREADS = 39               #   address (0: one thread), the thread count, and the fewest
+C_PAR_MIN = 18                #   elements worth a thread
+C_NSPLIT = 20                 # loops split so far (a counter the tests read)
 NCTX = 48
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------

@@ -5,6 +5,7 @@ Kernels see the tables only through the addresses in ``ctx``; growing a table is
 Python reallocation plus an address update, with no recompilation.
 """
 import itertools
+import os
 import threading
 
 import numpy as np
@@ -15,6 +16,7 @@ from .lowlevel import native_address
 
 with kernel_cache(engine=True):
     from . import core
+    from . import threads
     from . import random  # noqa: F401  (declared here so its cache lands with the engine's)
 
 
@@ -99,6 +101,14 @@ class Engine:
         self.sweep = self._first_sweep
         self.on_ready = []
         self.entries = {}
+        c[L.C_PAR_MIN] = PAR_MIN
+        self.set_num_threads(_default_threads())
+
+    def set_num_threads(self, n):
+        """Threads for large elementwise loops (see threads.py)."""
+        with self.lock:
+            self.ctx[L.C_NTHREADS] = n
+            self.ctx[L.C_WORKER] = threads.worker_address() if n > 1 else 0
 
     def compile_core(self):
         """Compile (or load from the cache) the two engine entry points now."""
@@ -282,6 +292,62 @@ class Engine:
         c = self.ctx
         return {"tensors": int(c[L.C_LIVE_META]), "storages": int(c[L.C_LIVE_STOR]),
                 "rows": int(c[L.C_LIVE_ROWS]), "bytes": int(c[L.C_BYTES])}
+
+
+# elements per thread below which a loop is not split: a thread costs about 30 us to start,
+# what a float32 add of this size takes
+PAR_MIN = 1 << 16
+
+
+def _default_threads():
+    """TAPEGRAD_NUM_THREADS, else OMP_NUM_THREADS, else the cores this process may use."""
+    for var in ("TAPEGRAD_NUM_THREADS", "OMP_NUM_THREADS"):
+        v = os.environ.get(var, "")
+        if v.strip().isdigit() and int(v) > 0:
+            return int(v)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:       # (not on Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+def tune_malloc():
+    """Keep glibc from handing large freed blocks back to the OS between ops.
+
+    By default glibc serves blocks of a few MB by mmap, or from a heap it trims as soon as
+    its free top passes twice the last such block; either way a loop over 1M-element
+    tensors gets fresh pages every op and pays a page fault per 4 KB: the float64
+    (sin(x)*exp(x)+x**2).sum() forward took 31 ms instead of 8. Fixed thresholds (32 MB,
+    glibc's largest, for mmap; 256 MB of free heap before trimming) make freed blocks
+    reusable, as PyTorch's and NumPy's users get from their allocators' caches. Set
+    TAPEGRAD_MALLOPT=0 to leave malloc alone. Returns whether the settings were applied."""
+    if os.environ.get("TAPEGRAD_MALLOPT", "1") == "0":
+        return False
+    import ctypes
+    import platform
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, 256 << 20))
+
+
+MALLOC_TUNED = tune_malloc()
+
+
+def set_num_threads(n):
+    """How many threads large elementwise ops may use (PyTorch's torch.set_num_threads).
+    Results do not depend on it."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    engine().set_num_threads(n)
+
+
+def get_num_threads():
+    return int(engine().ctx[L.C_NTHREADS])
 
 
 ENGINE = None

@@ -9,9 +9,16 @@ that have a source file) and imported from there.
 Formulas see the operands ``a``, ``b`` (a tensor element or the Python scalar), ``out``,
 the incoming gradient ``g``, the scalar attributes ``s`` and ``s2`` and typed constants
 ``zero one two half``.
+
+An op whose formulas call ``sin(a)`` or ``cos(a)`` gets a loop-invariant flag ``big``: its
+entry points first scan ``a`` (the whole extent of its storage, which covers every
+element of a strided view) for an argument past the fast reduction's range, and the loops
+call ``sin_(big, a)`` / ``cos_(big, a)`` (tapegrad/ops/_vmath.py). LLVM unswitches the loop
+on ``big``, so the common case keeps its vectorised loop.
 """
 import importlib.util
 import os
+import re
 import sys
 
 from .._engine.cache import GENERATED_DIR, kernel_cache
@@ -21,10 +28,11 @@ _HEADER = '''\
 import numpy as np
 from math import erf
 from numpy import log, log1p, sqrt, sign, floor, ceil, rint
-from tapegrad.ops._vmath import exp, sin, cos, tanh      # vectorised for float32
+from tapegrad.ops._vmath import exp, sin_, cos_, tanh, sincos_huge    # vectorised
 from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,
                                      D_ADDR, D_SPAN, D_SHAPE, D_ST, D_S, D_S2, K_OK)
 from tapegrad._engine.lowlevel import jit, i64_at, f32_at, f64_at
+from tapegrad._engine.threads import part_range, operand_f32, operand_f64
 '''
 
 
@@ -95,18 +103,36 @@ def _reads(names, binary):
     return strided, flat, unit, ops
 
 
+_TRIG = re.compile(r"\b(sin|cos)\(")
+
+
+def _trig(op):
+    """Whether op's formulas call sin/cos, and a function rewriting a formula's sin(a) /
+    cos(a) into sin_(big, a) / cos_(big, a)."""
+    formulas = [op.forward] + [f for f in op.grads if f is not None]
+    calls = sum(len(_TRIG.findall(f)) for f in formulas)
+    # the scan for big looks at operand a only
+    assert calls == sum(len(re.findall(r"\b(?:sin|cos)\(a\)", f)) for f in formulas), \
+        f"{op.name}: sin/cos in formulas must take the operand a itself"
+    return calls > 0, lambda f: _TRIG.sub(r"\1_(big, ", f)
+
+
 def _source(op):
     from .registry import _names
     binary = op.kind == "binary"
     src = [_HEADER.format(name=op.name)]
+    trig, rewrite = _trig(op)
+    big_arg = ", big" if trig else ""
+    fwd = rewrite(op.forward)
 
     # ---- forward loop: O = f(a, b)
     r, fr, ur, ops_f = _reads(_names(op.forward) | {"a"}, binary)
     ops_f["O"] = 2
     src.append("@jit")
-    src.append("def _fwd_loop(A, B, O, st, shape, nd, n, flat, bscal, s, s2, zero, one, two, half):")
-    src += _nd_loop(ops_f, r + [f"O[pO + j * iO] = {op.forward}"],
-                    fr + [f"O[i] = {op.forward}"], ur + [f"Ou[j] = {op.forward}"])
+    src.append("def _fwd_loop(A, B, O, st, shape, nd, n, flat, bscal, s, s2, zero, one, two, "
+               f"half{big_arg}):")
+    src += _nd_loop(ops_f, r + [f"O[pO + j * iO] = {fwd}"],
+                    fr + [f"O[i] = {fwd}"], ur + [f"Ou[j] = {fwd}"])
     src.append("")
 
     # ---- backward loop: GA += da, GB += db. An operand is saved only when the gradient
@@ -118,6 +144,7 @@ def _source(op):
         if gf is None:
             continue
         r, fr, ur, ops = _reads(_names(gf), binary)
+        gf = rewrite(gf)
         ops_b.update(ops)
         tgt = "GA" if k == 0 else "GB"
         ops_b[tgt] = 4 + k
@@ -126,38 +153,47 @@ def _source(op):
         ubody += [f"if w{k}:"] + [f"    {x}" for x in ur] + [f"    {tgt}u[j] += {gf}"]
     src.append("@jit")
     src.append("def _bwd_loop(G, A, B, O, GA, GB, w0, w1, st, shape, nd, n, flat, bscal, s, "
-               "s2, zero, one, two, half):")
+               f"s2, zero, one, two, half{big_arg}):")
     src += _nd_loop(ops_b, body, fbody, ubody)
     src.append("")
 
-    # ---- C entry points, one per (direction, dtype): unpack the descriptor, run the loop
-    for ty, at, cast in (("f32", "f32_at", "np.float32"), ("f64", "f64_at", "np.float64")):
+    # ---- C entry points, one per (direction, dtype): unpack the descriptor, run the loop.
+    # part: 0 for the whole index space, else the address of [lo, hi], a range of a flat
+    # loop that the engine split across threads (_engine/threads.py).
+    # big: whether some element of a is past the fast sin/cos range. All of a, not just
+    # this part (its extent in the storage, which covers a strided view too): every part
+    # then takes the same path, and results do not depend on the thread count.
+    scan = "\n    big = sincos_huge({ty}_at(D[D_ADDR], D[D_SPAN]))" if trig else ""
+    for ty, cast in (("f32", "np.float32"), ("f64", "np.float64")):
+        big = scan.format(ty=ty)
         src.append(f'''
-def fwd_{ty}(daddr, unused):
+def fwd_{ty}(daddr, part):
     D = i64_at(daddr, DW)
+    lo, n = part_range(D, part)
+    A = operand_{ty}(D, 0, lo, n){big}
     nd = D[D_ND]
     st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
     s = {cast}(f64_at(daddr, DW)[D_S])
     s2 = {cast}(f64_at(daddr, DW)[D_S2])
-    _fwd_loop({at}(D[D_ADDR], D[D_SPAN]), {at}(D[D_ADDR + 1], D[D_SPAN + 1]),
-              {at}(D[D_ADDR + 2], D[D_SPAN + 2]), st, D[D_SHAPE:D_SHAPE + nd], nd, D[D_N],
-              D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2, {cast}(0), {cast}(1), {cast}(2),
-              {cast}(0.5))
+    _fwd_loop(A, operand_{ty}(D, 1, lo, n), operand_{ty}(D, 2, lo, n), st,
+              D[D_SHAPE:D_SHAPE + nd], nd, n, D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2,
+              {cast}(0), {cast}(1), {cast}(2), {cast}(0.5){big_arg})
     return K_OK
 
 
-def bwd_{ty}(daddr, unused):
+def bwd_{ty}(daddr, part):
     D = i64_at(daddr, DW)
+    lo, n = part_range(D, part)
+    A = operand_{ty}(D, 0, lo, n){big}
     nd = D[D_ND]
     st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
     s = {cast}(f64_at(daddr, DW)[D_S])
     s2 = {cast}(f64_at(daddr, DW)[D_S2])
-    _bwd_loop({at}(D[D_ADDR + 3], D[D_SPAN + 3]), {at}(D[D_ADDR], D[D_SPAN]),
-              {at}(D[D_ADDR + 1], D[D_SPAN + 1]), {at}(D[D_ADDR + 2], D[D_SPAN + 2]),
-              {at}(D[D_ADDR + 4], D[D_SPAN + 4]), {at}(D[D_ADDR + 5], D[D_SPAN + 5]),
-              D[D_W0] != 0, D[D_W1] != 0, st, D[D_SHAPE:D_SHAPE + nd], nd, D[D_N],
+    _bwd_loop(operand_{ty}(D, 3, lo, n), A, operand_{ty}(D, 1, lo, n),
+              operand_{ty}(D, 2, lo, n), operand_{ty}(D, 4, lo, n), operand_{ty}(D, 5, lo, n),
+              D[D_W0] != 0, D[D_W1] != 0, st, D[D_SHAPE:D_SHAPE + nd], nd, n,
               D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2, {cast}(0), {cast}(1), {cast}(2),
-              {cast}(0.5))
+              {cast}(0.5){big_arg})
     return K_OK
 ''')
     return "\n".join(src)

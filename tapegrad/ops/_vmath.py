@@ -1,17 +1,40 @@
-"""exp, sin, cos and tanh that vectorise, for float32 loops.
+"""exp, sin, cos and tanh that vectorise, for the generated elementwise loops.
 
-Numba here has no SVML, so np.exp/np.sin on float32 become one libm call per element;
-PyTorch's (SLEEF) are vectorised and 2-4x faster on large arrays. These evaluate in
-float64 with pure arithmetic (Cody-Waite range reduction, a polynomial, 2^k built from
-its bits rather than by a float->int conversion AVX2 cannot vectorise) and round once to
-float32: at most 0.51 ulp from the exact result (tests/test_vmath.py checks it on millions
-of points), against PyTorch's 1 ulp. float64 arguments keep NumPy's libm versions.
+Numba here has no SVML, so np.exp/np.sin become one scalar libm call per element;
+PyTorch's (SLEEF) are vectorised and 2-5x faster on large arrays. These are branch-free
+arithmetic (selects, min/max, fma, Cody-Waite range reduction, a polynomial, 2^k built
+from its bits rather than by a float->int conversion AVX2 cannot vectorise), so LLVM
+vectorises the loops that call them. Errors, measured on millions of points
+(tests/test_vmath.py), against PyTorch's (SLEEF u10) bound of 1 ulp:
+
+- float32 exp/sin/cos/tanh evaluate in float64 and round once to float32: at most
+  0.51 ulp from the exact result.
+- float64 exp: reduction by a two-part ln2 keeping the rounding error of the reduced
+  argument, a degree-12 polynomial with 1 + r summed exactly, and 2^k as the product of
+  two powers of two (overflow gives inf; a subnormal result rounds in the last multiply):
+  at most 0.66 ulp, 0.78 for subnormal results. float64 sin/cos: reduction by pi/2 in four
+  parts to a double-double r + r_lo (exact even for the doubles closest to multiples of
+  pi/2), polynomials of degree 15 and 14 with the r_lo correction, r^2 and r^3 kept
+  exact: at most 0.67 ulp (80-bit long double references). float64 tanh is NumPy's.
+
+The fma is llvm.fma: one instruction on AVX2 machines (a libm call on CPUs without FMA).
+
+The fast sin/cos range reductions hold for |x| <= SINCOS_LIMIT32 = 2^23 and
+SINCOS_LIMIT64 = 3294199 ((2^21 + 0.5) pi/2); past them the result is libm's (float64
+sin/cos, rounded for float32). A data-dependent branch per element would stop
+vectorisation, so the generated kernel of an op whose formulas call sin(a)/cos(a) first
+scans a (`sincos_huge`, itself vectorised, 0.1-0.2 ms per 1M elements) and its loops
+call `sin_(big, a)` / `cos_(big, a)`: `big` is loop-invariant, LLVM unswitches the loop on
+it, and the common case keeps the vectorised loop. One huge element sends the whole tensor
+through libm. NaN and inf do not count as huge (the fast versions give NaN for them).
 
 tanh is sign(x) * m / (m + 2) with m = expm1(2|x|), and expm1 is e^r - 1 evaluated as a
 polynomial in r without the cancellation of e^r then - 1 (so small x keep full accuracy).
 
 Formulas in the op table call exp(a), sin(a), cos(a), tanh(a); the generated kernels import
-these.
+exp and tanh from here and call sin_/cos_ for sin/cos (tapegrad/ops/_codegen.py rewrites
+the formulas). sin and cos themselves, for other compiled code, are right for any argument
+but choose libm per element, which does not vectorise.
 """
 import numpy as np
 from llvmlite import ir
@@ -37,6 +60,27 @@ def _i64_as_f64(typingctx, x):
     return sig, codegen
 
 
+@intrinsic
+def _select(typingctx, c, a, b):
+    """a if c else b, as one LLVM select: the float64 helpers below are inlined at
+    Numba-IR level, and Numba's inliner mishandles the phi of a conditional expression."""
+    sig = types.float64(types.boolean, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.select(*args)
+    return sig, codegen
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma; vfmadd on AVX2 machines)."""
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return sig, codegen
+
+
 _MAGIC = 6755399441055744.0         # 1.5 * 2**52: x + MAGIC holds round(x) in its low bits
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01
@@ -44,6 +88,39 @@ _LN2_LO = 1.90821492927058770002e-10
 _TWO_OVER_PI = 0.6366197723675814
 _PIO2_1 = 1.57079632673412561417e+00
 _PIO2_1T = 6.07710050650619224932e-11
+# pi/2 = _PIO2_1 + _PIO2_2 + _PIO2_3 + _PIO2_3T to 2^-160 (fdlibm's pio2_1, pio2_2, pio2_3,
+# pio2_3t: 33-bit pieces whose last bits are zero, 31, 32 and 28 significant bits), so
+# k times each of the first three is exact for |k| <= 2^21
+_PIO2_2 = 6.07710050630396597660e-11
+_PIO2_3 = 2.02226624871116645580e-21
+_PIO2_3T = 8.47842766036889956997e-32
+
+# Beyond these |x| the fast sin/cos reductions lose accuracy, and libm takes over (see
+# the module docstring): float32's two-part reduction meets 0.51 ulp for every float32
+# up to 2^23 (checked exhaustively; from 2^23 + 24 on it does not); float64's is exact for
+# |k| <= 2^21, i.e. |x| < (2^21 + 0.5) pi/2 (random arguments still pass up to 2^23, the
+# hardest ones are not guaranteed there; past 2^23 it fails by many ulps).
+SINCOS_LIMIT32 = 8388608.0
+SINCOS_LIMIT64 = 3294199.0
+
+# Polynomial coefficients: Chebyshev fits (mpmath.chebyfit at 50 digits, then rounded to
+# double) of
+#   (e^r - 1 - r) / r^2 on |r| <= 1.0001 ln2/2, degree 10 (so e^r to degree 12),
+#   (sin r - r) / r^3 and (cos r - 1 + r^2/2) / r^4 as functions of z = r^2 on
+#   0 <= z <= (1.001 pi/4)^2, degrees 6 and 5 (sin r to degree 15, cos r to degree 14);
+# their relative errors after rounding are 2^-53 (exp, sin) and 2^-54 (cos), which the
+# small size of the terms they make (<= 0.1 of the result) scales down further.
+_E2, _E3, _E4, _E5, _E6 = (0.5, 0.1666666666666667, 0.04166666666666667,
+                           0.008333333333326136, 0.0013888888888883748)
+_E7, _E8, _E9, _E10, _E11, _E12 = (0.00019841269874820627, 2.4801587325547743e-05,
+                                   2.7557255400206422e-06, 2.75572736431103e-07,
+                                   2.5105217004720745e-08, 2.0914686968086876e-09)
+_S3, _S5, _S7, _S9 = (-0.16666666666666666, 0.008333333333333331,
+                      -0.00019841269841265017, 2.755731921930192e-06)
+_S11, _S13, _S15 = -2.5052106219521895e-08, 1.6058529572267877e-10, -7.586576588171073e-13
+_C4, _C6, _C8, _C10 = (0.041666666666666664, -0.0013888888888887382, 2.480158729874307e-05,
+                       -2.7557317260008837e-07)
+_C12, _C14 = 2.0876143827993133e-09, -1.1382456778061306e-11
 
 
 @njit(cache=True, error_model="numpy")
@@ -104,12 +181,111 @@ def _cos32(x):
     return np.float32(c if q == 0.0 else (-s if q == 1.0 else (-c if q == 2.0 else s)))
 
 
+# ---- float64 ------------------------------------------------------------------------
+# inline="always": LLVM would not inline the larger of these into a loop by itself, and a
+# call in the loop body stops vectorisation.
+_F64 = dict(cache=True, error_model="numpy", inline="always")
+
+
+@njit(**_F64)
+def _pow2(kf):
+    """2^k for an integral float k in [-1022, 1023], from its bits."""
+    return _i64_as_f64((_f64_as_i64(kf + _MAGIC) + 1023) << 52)
+
+
+@njit(**_F64)
+def _exp64(x):
+    xc = _select(x == x, min(max(x, -750.0), 710.0), x)   # e^-750 is 0, e^710 inf
+    kf = np.rint(xc * _LOG2E)
+    hi = _fma(-kf, _LN2_HI, xc)               # exact: kf * _LN2_HI has 43 bits
+    r = _fma(-kf, _LN2_LO, hi)                # |r| <= ln2/2
+    e = _fma(-kf, _LN2_LO, hi - r)            # the rounding error of r: e^(r+e) ~ e^r + e
+    q = _fma(r, _fma(r, _fma(r, _fma(r, _fma(r, _fma(r, _fma(r, _fma(r, _fma(r, _fma(
+        r, _E12, _E11), _E10), _E9), _E8), _E7), _E6), _E5), _E4), _E3), _E2)
+    t = 1.0 + r
+    p = t + (((1.0 - t) + r) + _fma(r * r, q, e))     # (1 + r) exactly as t + its error
+    k1 = np.rint(kf * 0.5)                    # 2^k = 2^k1 * 2^(k - k1), both normal
+    return p * _pow2(k1) * _pow2(kf - k1)
+
+
+@njit(**_F64)
+def _two_sum(a, b):
+    """(s, e): s = fl(a + b) and e its rounding error, exactly."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@njit(**_F64)
+def _reduce_pio2_64(x):
+    """x = k*pi/2 + r + r_lo with |r| <= pi/4 (a little more for the rounding of k), valid
+    for |k| <= 2^21: (r, r_lo, k as a float). The products k * _PIO2_1.._3 are exact,
+    and the difference is kept as a double-double, so even the doubles closest to a
+    multiple of pi/2 (|r| down to 2^-60.5, at x = 45.55) keep full relative accuracy."""
+    kf = np.rint(x * _TWO_OVER_PI)
+    a = _fma(-kf, _PIO2_1, x)                  # exact (Sterbenz)
+    s, e1 = _two_sum(a, -(kf * _PIO2_2))
+    s2, e2 = _two_sum(s, -(kf * _PIO2_3))
+    lo = _fma(-kf, _PIO2_3T, e1 + e2)
+    r = s2 + lo
+    r_lo = lo - (r - s2)
+    r = _select(kf != 0.0, r, x)               # -0. stays -0.
+    return r, r_lo, kf
+
+
+@njit(**_F64)
+def _sin_cos_poly64(r, r_lo):
+    """(sin(r + r_lo), cos(r + r_lo)) for |r| <~ pi/4, |r_lo| <~ 2^-53 |r|."""
+    z = r * r
+    zl = _fma(r, r, -z)                        # r^2 = z + zl exactly
+    rz = r * z
+    rzl = _fma(r, z, -rz) + r * zl             # r^3 ~ rz + rzl
+    ps = _fma(z, _fma(z, _fma(z, _fma(z, _fma(z, _fma(z, _S15, _S13), _S11), _S9), _S7),
+                       _S5), _S3)
+    # sin(r + y) ~ sin r + y (1 - r^2/2)
+    s = r + _fma(rz, ps, _fma(rzl, _S3, r_lo * (1.0 - 0.5 * z)))
+    s = _select(r != 0.0, s, r)                # -0. + 0. would be 0.: sin(-0.) is -0.
+    pc = _fma(z, _fma(z, _fma(z, _fma(z, _fma(z, _C14, _C12), _C10), _C8), _C6), _C4)
+    # cos(r + y) ~ cos r - r y; 1 - z/2 summed exactly as w + its error
+    hz = 0.5 * z
+    w = 1.0 - hz
+    c = w + ((((1.0 - w) - hz) - 0.5 * zl) + _fma(z * z, pc, -(r * r_lo)))
+    return s, c
+
+
+@njit(**_F64)
+def _by_quadrant(kf, shift, s, c):
+    """sin(x) for x = (k + shift) pi/2 + r, from s = sin r and c = cos r: c when k + shift
+    is odd, else s, negated when (k + shift) mod 4 is 2 or 3. The bits of k come from
+    kf + _MAGIC (no float->int conversion); NaN stays NaN."""
+    k = _f64_as_i64(kf + _MAGIC) + shift
+    v = _select((k & 1) != 0, c, s)
+    return _i64_as_f64(_f64_as_i64(v) ^ ((k & 2) << 62))
+
+
+@njit(**_F64)
+def _sin64(x):
+    r, r_lo, kf = _reduce_pio2_64(x)
+    s, c = _sin_cos_poly64(r, r_lo)
+    return _by_quadrant(kf, 0, s, c)
+
+
+@njit(**_F64)
+def _cos64(x):
+    r, r_lo, kf = _reduce_pio2_64(x)
+    s, c = _sin_cos_poly64(r, r_lo)
+    return _by_quadrant(kf, 1, s, c)          # cos x = sin(x + pi/2)
+
+
+# ---- what formulas call -------------------------------------------------------------
 def exp(x):
-    """The exponential: vectorisable for float32, NumPy's for float64 (compiled code only)."""
+    """The exponential, vectorisable (compiled code only)."""
     raise NotImplementedError("tapegrad.ops._vmath.exp is for compiled kernels")
 
 
 def sin(x):
+    """sin for any argument, choosing libm per element (not vectorised); kernels call
+    sin_ instead."""
     raise NotImplementedError("tapegrad.ops._vmath.sin is for compiled kernels")
 
 
@@ -117,44 +293,110 @@ def cos(x):
     raise NotImplementedError("tapegrad.ops._vmath.cos is for compiled kernels")
 
 
+def sin_(big, x):
+    """sin(x): libm's when big (some argument of the loop is past SINCOS_LIMIT), the
+    vectorisable one otherwise."""
+    raise NotImplementedError("tapegrad.ops._vmath.sin_ is for compiled kernels")
+
+
+def cos_(big, x):
+    raise NotImplementedError("tapegrad.ops._vmath.cos_ is for compiled kernels")
+
+
 def tanh(x):
     raise NotImplementedError("tapegrad.ops._vmath.tanh is for compiled kernels")
 
 
-@overload(exp)
+def sincos_huge(x):
+    """Whether some finite |x[i]| exceeds SINCOS_LIMIT of x's dtype (a 1-d array); NaN and
+    inf do not count (the fast versions already give NaN for them)."""
+    raise NotImplementedError("tapegrad.ops._vmath.sincos_huge is for compiled kernels")
+
+
+@overload(exp, inline="always")
 def _exp_by_dtype(x):
     if x == types.float32:
         def impl(x):
             return _exp32(x)
     else:
         def impl(x):
-            return np.exp(x)
+            return _exp64(x)
     return impl
 
 
-@overload(sin)
-def _sin_by_dtype(x):
+def _sin_cos_impl(fast32, fast64, libm, x, flag):
+    """Implementation of sin/cos (flag False: the argument alone decides whether libm is
+    needed, per element) and of sin_/cos_ (flag True: the loop-invariant big decides).
+    Written with if/return: Numba's inliner mishandles a conditional expression here."""
     if x == types.float32:
-        def impl(x):
-            return _sin32(x)
+        if flag:
+            def impl(big, x):
+                if big:
+                    return np.float32(libm(np.float64(x)))
+                return fast32(x)
+        else:
+            def impl(x):
+                if abs(x) > SINCOS_LIMIT32:
+                    return np.float32(libm(np.float64(x)))
+                return fast32(x)
+    elif flag:
+        def impl(big, x):
+            if big:
+                return libm(x)
+            return fast64(x)
     else:
         def impl(x):
-            return np.sin(x)
+            if abs(x) > SINCOS_LIMIT64:
+                return libm(x)
+            return fast64(x)
     return impl
 
 
-@overload(cos)
-def _cos_by_dtype(x):
-    if x == types.float32:
+@overload(sin, inline="always")
+def _sin_any(x):
+    return _sin_cos_impl(_sin32, _sin64, np.sin, x, False)
+
+
+@overload(cos, inline="always")
+def _cos_any(x):
+    return _sin_cos_impl(_cos32, _cos64, np.cos, x, False)
+
+
+@overload(sin_, inline="always")
+def _sin_big(big, x):
+    return _sin_cos_impl(_sin32, _sin64, np.sin, x, True)
+
+
+@overload(cos_, inline="always")
+def _cos_big(big, x):
+    return _sin_cos_impl(_cos32, _cos64, np.cos, x, True)
+
+
+# the float32 scan counts in float32, so it runs 8 lanes wide (Numba would widen an int32
+# count to int64); reassoc lets the count vectorise. The count stops growing at 2^24
+# but never returns to 0. NaN compares false and inf is excluded, so neither counts.
+@overload(sincos_huge, jit_options={"fastmath": {"reassoc", "nsz"}})
+def _sincos_huge(x):
+    if x.dtype == types.float32:
+        lim32, inf32 = np.float32(SINCOS_LIMIT32), np.float32(np.inf)
+
         def impl(x):
-            return _cos32(x)
+            n = np.float32(0)
+            for i in range(x.size):
+                v = abs(x[i])
+                n += np.float32((v > lim32) & (v != inf32))
+            return n != 0
     else:
         def impl(x):
-            return np.cos(x)
+            n = 0
+            for i in range(x.size):
+                v = abs(x[i])
+                n += (v > SINCOS_LIMIT64) & (v != np.inf)       # no branch: vectorises
+            return n != 0
     return impl
 
 
-@overload(tanh)
+@overload(tanh, inline="always")
 def _tanh_by_dtype(x):
     if x == types.float32:
         def impl(x):
