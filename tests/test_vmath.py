@@ -39,8 +39,9 @@ def test_float32_error_is_within_one_ulp(name):
     fn, xs = CASES[name]
     x = xs.astype(np.float32)
     got = getattr(tg.tensor(x), name)().numpy()
-    # PyTorch's (SLEEF u10) bound is 1 ulp; these measure about 0.51
-    assert _max_ulp(got, fn(x.astype(np.float64))) <= 0.52
+    # PyTorch's (SLEEF u10) bound is 1 ulp; sin/cos/tanh (evaluated in float64) measure
+    # about 0.51, exp (float32 arithmetic) about 0.92
+    assert _max_ulp(got, fn(x.astype(np.float64))) <= (0.94 if name == "exp" else 0.52)
 
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -103.9, -104.0,

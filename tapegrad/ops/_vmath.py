@@ -7,8 +7,9 @@ from its bits rather than by a float->int conversion AVX2 cannot vectorise), so 
 vectorises the loops that call them. Errors, measured on millions of points
 (tests/test_vmath.py), against PyTorch's (SLEEF u10) bound of 1 ulp:
 
-- float32 exp/sin/cos/tanh evaluate in float64 and round once to float32: at most
-  0.51 ulp from the exact result.
+- float32 sin/cos/tanh evaluate in float64 and round once to float32: at most 0.51 ulp
+  from the exact result. float32 exp is float32 arithmetic with fma (eight lanes instead
+  of four; 1.0 ms per 1M elements instead of 1.6, PyTorch's 1.0): at most 0.93 ulp.
 - float64 exp: reduction by a two-part ln2 keeping the rounding error of the reduced
   argument, a degree-12 polynomial with 1 + r summed exactly, and 2^k as the product of
   two powers of two (overflow gives inf; a subnormal result rounds in the last multiply):
@@ -36,6 +37,8 @@ exp and tanh from here and call sin_/cos_ for sin/cos (tapegrad/ops/_codegen.py 
 the formulas). sin and cos themselves, for other compiled code, are right for any argument
 but choose libm per element, which does not vectorise.
 """
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -75,6 +78,24 @@ def _select(typingctx, c, a, b):
 def _fma(typingctx, a, b, c):
     """a * b + c rounded once (llvm.fma; vfmadd on AVX2 machines)."""
     sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return sig, codegen
+
+
+@intrinsic
+def _i32_as_f32(typingctx, x):
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return sig, codegen
+
+
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    sig = types.float32(types.float32, types.float32, types.float32)
 
     def codegen(context, builder, signature, args):
         return builder.fma(*args)
@@ -123,16 +144,27 @@ _C4, _C6, _C8, _C10 = (0.041666666666666664, -0.0013888888888887382, 2.480158729
 _C12, _C14 = 2.0876143827993133e-09, -1.1382456778061306e-11
 
 
+_F32 = np.float32
+_L2E32, _LN2_HI32, _LN2_LO32 = _F32(1.4426950408889634), _F32(0.693145751953125), \
+    _F32(1.428606765330187e-06)      # ln2 = hi + lo; hi has 16 bits, so k * hi is exact
+_X32 = tuple(_F32(1 / math.factorial(i)) for i in range(8))
+
+
 @njit(cache=True, error_model="numpy")
 def _exp32(x):
-    xd = np.float64(x)
-    xd = min(max(xd, -200.0), 200.0) if xd == xd else xd     # 2^k stays a normal double
-    kf = np.rint(xd * _LOG2E)
-    r = (xd - kf * _LN2_HI) - kf * _LN2_LO                     # |r| <= ln2/2
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
-        1 / 720 + r * (1 / 5040 + r * (1 / 40320))))))))
-    k = _f64_as_i64(kf + _MAGIC) - _f64_as_i64(_MAGIC)
-    return np.float32(p * _i64_as_f64((k + 1023) << 52))
+    """In float32 arithmetic, eight lanes per AVX2 instruction (twice the float64 route's
+    four): fma reduction by ln2, the degree-7 Taylor polynomial in Horner form with a
+    last fma 1 + r*q, and 2^k in two factors from the bits of k (float32 -> int32 does
+    vectorise). At most 0.93 ulp; PyTorch's bound is 1."""
+    x = min(max(x, _F32(-104.0)), _F32(89.0)) if x == x else x
+    kf = np.rint(x * _L2E32)
+    r = _fma32(-kf, _LN2_LO32, _fma32(-kf, _LN2_HI32, x))        # |r| <= ln2/2
+    q = _fma32(_fma32(_fma32(_fma32(_fma32(_fma32(_X32[7], r, _X32[6]), r, _X32[5]), r,
+                                    _X32[4]), r, _X32[3]), r, _X32[2]), r, _X32[1])
+    k = np.int32(kf)
+    k1 = k >> 1
+    return (_fma32(q, r, _F32(1.0)) * _i32_as_f32((k1 + 127) << 23)
+            * _i32_as_f32((k - k1 + 127) << 23))
 
 
 @njit(cache=True, error_model="numpy")
