@@ -45,22 +45,19 @@ from numba import njit, types
 from numba.core.extending import intrinsic, overload
 
 
-@intrinsic
-def _f64_as_i64(typingctx, x):
-    sig = types.int64(types.float64)
+def _bitcast(src, dst, irty):
+    """An intrinsic reinterpreting the bits of a src value as a dst value."""
+    @intrinsic
+    def cast(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], irty)
+        return dst(src), codegen
+    return cast
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-    return sig, codegen
 
-
-@intrinsic
-def _i64_as_f64(typingctx, x):
-    sig = types.float64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-    return sig, codegen
+_f64_as_i64 = _bitcast(types.float64, types.int64, ir.IntType(64))
+_i64_as_f64 = _bitcast(types.int64, types.float64, ir.DoubleType())
+_i32_as_f32 = _bitcast(types.int32, types.float32, ir.FloatType())
 
 
 @intrinsic
@@ -74,32 +71,18 @@ def _select(typingctx, c, a, b):
     return sig, codegen
 
 
-@intrinsic
-def _fma(typingctx, a, b, c):
+def _fma_of(ty):
     """a * b + c rounded once (llvm.fma; vfmadd on AVX2 machines)."""
-    sig = types.float64(types.float64, types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.fma(*args)
-    return sig, codegen
-
-
-@intrinsic
-def _i32_as_f32(typingctx, x):
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return sig, codegen
+    @intrinsic
+    def fma(typingctx, a, b, c):
+        def codegen(context, builder, signature, args):
+            return builder.fma(*args)
+        return ty(ty, ty, ty), codegen
+    return fma
 
 
-@intrinsic
-def _fma32(typingctx, a, b, c):
-    sig = types.float32(types.float32, types.float32, types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.fma(*args)
-    return sig, codegen
+_fma = _fma_of(types.float64)
+_fma32 = _fma_of(types.float32)
 
 
 _MAGIC = 6755399441055744.0         # 1.5 * 2**52: x + MAGIC holds round(x) in its low bits
