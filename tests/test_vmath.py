@@ -267,16 +267,19 @@ def test_float64_special_values(name):
         assert _max_ulp64(got, SPECIAL64, getattr(np, name)) <= 1.0
 
 
-@pytest.mark.skipif(not hasattr(tg, "set_num_threads"), reason="no multithreaded kernels")
 def test_huge_argument_in_one_thread_part_sends_all_parts_to_libm():
     """A loop split across threads scans all of a in every part, so the choice (and the
     bits of the result) do not depend on the thread count."""
     x = np.random.default_rng(15).uniform(-10, 10, 400_000)
     x[-1] = 1e30                # in the last part
+    from tapegrad._engine import layout as L
+    from tapegrad._engine.state import engine
     old = tg.get_num_threads()
     try:
         for n in (1, 2):
             tg.set_num_threads(n)
+            before = engine().ctx[L.C_NSPLIT]
             np.testing.assert_array_equal(tg.tensor(x).sin().numpy(), np.sin(x))
+            assert engine().ctx[L.C_NSPLIT] - before == n - 1     # split with 2 threads
     finally:
         tg.set_num_threads(old)

@@ -319,7 +319,7 @@ def tune_malloc():
     tensors gets fresh pages every op and pays a page fault per 4 KB: the float64
     (sin(x)*exp(x)+x**2).sum() forward took 31 ms instead of 8. Fixed thresholds (32 MB,
     glibc's largest, for mmap; 256 MB of free heap before trimming) make freed blocks
-    reusable, as PyTorch's and NumPy's users get from their allocators' caches. Set
+    reusable (a caching allocator would do the same inside tapegrad only). Set
     TAPEGRAD_MALLOPT=0 to leave malloc alone. Returns whether the settings were applied."""
     if os.environ.get("TAPEGRAD_MALLOPT", "1") == "0":
         return False
