@@ -299,6 +299,29 @@ class Chain1M:
         (x.sin() * x.exp() + x ** 2).sum().backward()
 
 
+class ReplayChain1M:
+    """Chain1M's step under tapegrad.compile: its five elementwise ops run as one fused
+    loop, forward and backward."""
+    params = ["float32", "float64"]
+    param_names = ["dtype"]
+    timeout = TIMEOUT
+
+    def setup(self, dtype):
+        _need("compile", "tensor", "Tensor.sin", "Tensor.exp", "Tensor.backward")
+        x = np.random.default_rng(3).standard_normal(1_000_000).astype(dtype)
+        self.x = tg.tensor(x, requires_grad=True)
+
+        def step(x):
+            (x.sin() * x.exp() + x ** 2).sum().backward()
+        self.step = tg.compile(step)
+        self.time_replay_chain_1m(dtype)    # records
+        self.time_replay_chain_1m(dtype)    # compiles the fused loop
+
+    def time_replay_chain_1m(self, dtype):
+        self.x.grad = None
+        self.step(self.x)
+
+
 class PeakMemChain:
     """Peak memory (process max RSS, imports included) of a 200-op elementwise chain
     on 1M elements, forward and backward: what the tape keeps alive."""

@@ -814,10 +814,42 @@ class Chain1M(Workload):
         return Impl(values, loop)
 
 
+class ReplayChain1M(Chain1M):
+    """Chain1M's step under tapegrad.compile, where its five elementwise ops run as one
+    fused loop (PyTorch runs the same code eagerly)."""
+
+    def __init__(self, L, dtype):
+        super().__init__(L, dtype)
+        self.key = f"replay_chain_1m_{dtype}"
+        self.title = (f"replayed 1M-element {dtype} chain (sin(x)*exp(x)+x**2).sum(), "
+                      "fwd+bwd (one fused loop)")
+
+    def eager(self, M):
+        x = M.tensor(self.data(), requires_grad=True)
+
+        def step(x):
+            y = (x.sin() * x.exp() + x ** 2).sum()
+            y.backward()
+            return y
+        if M is self.L.tg:
+            step = M.compile(step)
+
+        def call():
+            x.grad = None
+            return step(x)
+
+        def loop(n):
+            for _ in range(n):
+                call()
+        call()                          # a replay's first call records
+        return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
+
+
 def workloads(L):
     return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
             Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L), ReplayMLPSteps(L),
-            ReplayTiny(L), ReplayLargeMLP(L)]
+            ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
+            ReplayChain1M(L, "float64")]
 
 
 # ---------------------------------------------------------------- checking

@@ -1,7 +1,9 @@
 """tapegrad.compile: a step recorded once and replayed in one compiled call.
 
 Every replayed result is compared BITWISE with an eager run of an identical setup (the
-same kernels run in the same order, so float32 results must be equal, not close). Tests
+same kernels run in the same order, so float32 results must be equal, not close). That
+holds for replays without fusion, so this file compiles with fuse=False; fused replays
+(whose gradients round differently) are compared with eager in test_fuse.py. Tests
 that must not fall back to eager run with CompileWarning turned into an error, so a
 silent fallback cannot pass for a replay; `stats` says how many recordings and replays
 happened. Graph breaks are checked for one warning naming the user's line (found in this
@@ -21,6 +23,14 @@ import tapegrad.nn.functional as F
 from tapegrad import nn, optim
 
 E = tg._engine.state.engine()
+
+
+def compile_(fn=None, **kw):
+    """tg.compile without fusion (see the module docstring)."""
+    kw.setdefault("fuse", False)
+    return tg.compile(fn, **kw)
+
+
 MEM_KEYS = ("tensors", "storages", "rows", "bytes")
 
 
@@ -177,7 +187,7 @@ class Twins:
 
     def __init__(self, make=Setup, fn=lambda s: s.step, **kw):
         self.e, self.c = make(**kw), make(**kw)
-        self.fe, self.fc = fn(self.e), tg.compile(fn(self.c))
+        self.fe, self.fc = fn(self.e), compile_(fn(self.c))
 
     def __call__(self, *args, breaks_ok=False, **kwargs):
         # (eager first: its first step creates optimizer state, a structural change the
@@ -210,7 +220,7 @@ def test_mlp_1000_steps_bitwise_equal_to_eager():
     assert_models_same(me, mc)
     oe = optim.SGD(me.parameters(), lr=0.05, momentum=0.9)
     oc = optim.SGD(mc.parameters(), lr=0.05, momentum=0.9)
-    se, sc = train_step(me, oe), tg.compile(train_step(mc, oc))
+    se, sc = train_step(me, oe), compile_(train_step(mc, oc))
     le = np.array([arr(se(x, y)) for x, y in data])
     with no_break():
         lc = np.array([arr(sc(x, y)) for x, y in data])
@@ -247,7 +257,7 @@ def _bn_dropout_run(name, kw, compiled, data):
     tg.manual_seed(11)              # the dropout stream: identical for both runs
     if not compiled:
         return [step(x, y) for x, y in data], m, opt, None
-    c = tg.compile(step)
+    c = compile_(step)
     with no_break():
         losses = [c(x, y) for x, y in data]
     return losses, m, opt, c
@@ -279,7 +289,7 @@ def test_optimizers_with_batchnorm_and_dropout_equal_eager(name, kw):
 def test_dropout_same_seed_compiled_equals_eager_and_new_masks_each_step():
     m = nn.Sequential(nn.Dropout(0.5))
     x = tg.ones(4, 64)
-    f = tg.compile(lambda t: m(t) * 1.0)
+    f = compile_(lambda t: m(t) * 1.0)
     tg.manual_seed(7)
     with no_break():
         rc = [arr(f(x)) for _ in range(6)]
@@ -305,7 +315,7 @@ def test_steplr_outside_the_compiled_function(opt_name):
         sched = optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
         step = train_step(m, opt)
         if compiled:
-            step = tg.compile(step)
+            step = compile_(step)
         losses, lrs = [], []
         with no_break():
             for x, y in data:
@@ -362,7 +372,7 @@ def test_guard_global_python_float():
     data = batches(8, seed=5)
     ref = Setup(seed=2)
     GLOBAL_SETUP = Setup(seed=2)
-    c = tg.compile(_manual_sgd_step)
+    c = compile_(_manual_sgd_step)
     lrs = [0.1, 0.1, 0.02, 0.02, 0.1, 0.3, 0.3, 0.02]
     expected_recordings = [1, 1, 2, 2, 2, 3, 3, 3]
     try:
@@ -405,7 +415,7 @@ def test_guard_closure_number():
     me, mc = mlp((8, 16, 3), seed=1), mlp((8, 16, 3), seed=1)
     se, set_e = make(me)
     sc, set_c = make(mc)
-    c = tg.compile(sc)
+    c = compile_(sc)
     data = batches(6, seed=6, regression=True)
     for i, (x, y) in enumerate(data):
         v = 0.1 if i < 2 else 0.01
@@ -420,7 +430,7 @@ def test_guard_closure_number():
 
 def test_guard_grad_mode():
     m = mlp((8, 16, 3), seed=1)
-    f = tg.compile(lambda x: m(x))
+    f = compile_(lambda x: m(x))
     data = batches(6, seed=1)
     modes = [True, True, False, False, True, False]
     for (x, _), grad in zip(data, modes):
@@ -435,7 +445,7 @@ def test_guard_grad_mode():
 
 
 def test_guard_argument_shape_dtype_and_back():
-    f = tg.compile(lambda x, w: ((x * w).sum(1) ** 2).mean())
+    f = compile_(lambda x, w: ((x * w).sum(1) ** 2).mean())
     rng = np.random.default_rng(0)
     seq = [(4, np.float32), (4, np.float32), (7, np.float32), (7, np.float32),
            (4, np.float64), (4, np.float64), (4, np.float32)]
@@ -458,7 +468,7 @@ def test_guard_argument_requires_grad_and_is_leaf():
         if y.requires_grad:
             y.backward()
         return y
-    f = tg.compile(fn)
+    f = compile_(fn)
     rng = np.random.default_rng(1)
 
     def arg(kind):
@@ -494,7 +504,7 @@ def test_guard_non_tensor_arguments():
         if extra is not None:
             y = y + extra
         return y * cfg.k
-    f = tg.compile(fn)
+    f = compile_(fn)
     x = tg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     calls = [
         ((2.0, "mean", False, None, a), 1),
@@ -678,7 +688,7 @@ def test_guard_global_module_and_optimizer():
     global GLOBAL_SETUP
     ref = Setup(seed=4, bn=True)
     GLOBAL_SETUP = Setup(seed=4, bn=True)
-    c = tg.compile(_global_step)
+    c = compile_(_global_step)
     data = batches(6, seed=16)
     for i, (x, y) in enumerate(data):
         if i == 3:
@@ -713,7 +723,7 @@ def test_guard_bound_method_self():
             self.opt.step()
             return loss
     te, tc = Trainer(), Trainer()
-    c = tg.compile(tc.step)
+    c = compile_(tc.step)
     data = batches(6, seed=17)
     for i, (x, y) in enumerate(data):
         if i == 3:
@@ -733,7 +743,7 @@ def test_guard_module_passed_as_argument():
 
     def fwd(x, model):
         return model(x).sum()
-    f = tg.compile(fwd)
+    f = compile_(fwd)
     x = batches(1, seed=1)[0][0]
     for i in range(5):
         if i == 2:
@@ -750,7 +760,7 @@ def test_guard_module_passed_as_keyword_argument():
 
     def fwd(x, model=None):
         return model(x).sum()
-    f = tg.compile(fwd)
+    f = compile_(fwd)
     x = batches(1, seed=1)[0][0]
     for i in range(4):
         if i == 2:
@@ -782,11 +792,38 @@ def test_guard_leaf_hook_registered_outside():
         t(*data[5], breaks_ok=True)
 
 
+def test_hooks_on_leaves_outside_the_graph_do_not_break_a_replay():
+    """A hooked leaf the step never reaches leaves the step compiled; a hook added on an
+    argument later re-records (the hook's leaf is reached: eager, with the hook run)."""
+    other = tg.tensor([1.0, 2.0], requires_grad=True)
+    other.register_hook(lambda g: g * 2.0)
+    w = tg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+    def step(x):
+        loss = (x * w).tanh().sum()
+        loss.backward()
+        return loss
+
+    c = compile_(step)
+    with no_break():
+        for _ in range(3):
+            w.grad = None
+            c(tg.tensor([1.0, 2.0, 3.0], requires_grad=True))
+    assert c.stats == {"recordings": 1, "replays": 2}
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x.register_hook(lambda g: g * 10.0)
+    with pytest.warns(tg.CompileWarning, match="hooks run during backward"):
+        c(x)
+    ref = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (ref * w).tanh().sum().backward()
+    assert_same(x.grad, ref.grad * 10.0)
+
+
 @pytest.mark.parametrize("noop", ["train", "new_module", "other_optimizer_first_step",
                                   "requires_grad_argument"])
 def test_no_op_structural_change_does_not_rerecord(noop):
     s = Setup(bn=True)
-    c = tg.compile(s.step)
+    c = compile_(s.step)
     other = Setup(opt="adam")
     data = batches(6, seed=19)
     for i, (x, y) in enumerate(data):
@@ -815,7 +852,7 @@ def test_train_eval_toggle_reuses_plans():
 def test_same_tensor_passed_twice_then_two_tensors():
     def fn(u, v):
         return u * 2 + v
-    f = tg.compile(fn)
+    f = compile_(fn)
     rng = np.random.default_rng(0)
     a = tg.tensor(rng.standard_normal((4, 3)).astype(np.float32))
     b = tg.tensor(rng.standard_normal((4, 3)).astype(np.float32))
@@ -838,7 +875,7 @@ def test_manual_zeroing_when_grad_exists():
             return loss
         return step
     me, mc = mlp((8, 16, 3), seed=2), mlp((8, 16, 3), seed=2)
-    se, sc = make(me), tg.compile(make(mc))
+    se, sc = make(me), compile_(make(mc))
     for x, y in batches(4, seed=21, regression=True):
         with no_break():
             lc = sc(x, y)
@@ -881,7 +918,7 @@ def test_guard_rebound_global_or_closure_variable(what):
 
     def closure_fwd(x):
         return holder(x) * 2.0
-    f = tg.compile(closure_fwd if what == "closure_module" else _rebind_fwd)
+    f = compile_(closure_fwd if what == "closure_module" else _rebind_fwd)
     x = batches(1, seed=66)[0][0]
     try:
         with no_break():
@@ -909,7 +946,7 @@ class _Scale:
 def test_guard_identity_of_a_new_object_at_a_reused_address():
     def fn(x, cfg):
         return x * cfg.factor
-    f = tg.compile(fn)
+    f = compile_(fn)
     x = tg.ones(3)
     got = []
     for j in range(1, 11):
@@ -935,7 +972,7 @@ def test_global_named_like_an_attribute_is_not_a_guard():
     global step, GLOBAL_SETUP
     GLOBAL_SETUP = Setup(seed=3)
     ref = Setup(seed=3)
-    c = tg.compile(_step_calls_opt_step)
+    c = compile_(_step_calls_opt_step)
     try:
         for step, (x, y) in enumerate(batches(5, seed=57)):
             le = ref.step(x, y)
@@ -976,7 +1013,7 @@ def test_optimizer_option_needing_new_state_switched_on(name, kw, change):
     res = []
     for compiled in (False, True):       # separate runs: nothing else touches the objects
         s = Setup(opt=lambda m: getattr(optim, name)(m.parameters(), **kw))
-        f = tg.compile(s.step) if compiled else s.step
+        f = compile_(s.step) if compiled else s.step
         out = []
         with no_break():
             for i, (x, y) in enumerate(data):
@@ -995,7 +1032,7 @@ def test_noncontiguous_argument_after_contiguous_recording(layout):
 
     def fwd(x):
         return m(x).softmax(1), x * 2
-    f = tg.compile(fwd)
+    f = compile_(fwd)
     rng = np.random.default_rng(60)
     x0 = tg.tensor(rng.standard_normal((16, 8)).astype(np.float32))
     with no_break():
@@ -1014,7 +1051,7 @@ def test_noncontiguous_argument_after_contiguous_recording(layout):
 
 def test_view_argument_with_offset():
     m = mlp((8, 16, 3), seed=1)
-    f = tg.compile(lambda x: m(x) * 1.0)
+    f = compile_(lambda x: m(x) * 1.0)
     big = tg.tensor(np.random.default_rng(61).standard_normal((40, 8)).astype(np.float32))
     with no_break():
         for i in range(4):
@@ -1028,7 +1065,7 @@ def test_plan_cache_evicts_and_kept_outputs_survive():
 
     def fn(x):
         return m(x) * 2.0
-    f = tg.compile(fn)
+    f = compile_(fn)
     rng = np.random.default_rng(5)
     kept = []
     with no_break():
@@ -1207,7 +1244,7 @@ def test_row_gather_with_an_index_tensor_replays():
     new index values take effect in the replay."""
     rng = np.random.default_rng(57)
     x = tg.tensor(rng.standard_normal((10, 3)).astype(np.float32), requires_grad=True)
-    f = tg.compile(lambda idx: (x[idx] * 2.0).sum())
+    f = compile_(lambda idx: (x[idx] * 2.0).sum())
     with no_break():
         for _ in range(4):
             idx = tg.tensor(rng.integers(-10, 10, 6))
@@ -1277,7 +1314,7 @@ def _check_break(build):
     oe = optim.SGD(me.parameters(), lr=0.1, momentum=0.9)
     oc = optim.SGD(mc.parameters(), lr=0.1, momentum=0.9)
     fe, fc = build(me, oe), build(mc, oc)
-    c = tg.compile(fc)
+    c = compile_(fc)
     tg.manual_seed(1)
     re0 = fe(*data[0])
     re1 = fe(*data[1])
@@ -1332,7 +1369,7 @@ def test_graph_break_with_steps_k_returns_k_eager_results():
     oe = optim.SGD(me.parameters(), lr=0.1)
     oc = optim.SGD(mc.parameters(), lr=0.1)
     fe = _b_item(me, oe)
-    c = tg.compile(_b_item(mc, oc), steps=4)
+    c = compile_(_b_item(mc, oc), steps=4)
     with pytest.warns(tg.CompileWarning, match="runs eagerly"):
         rc = c(X, Y)
     re_ = [fe(x, y) for x, y in data]
@@ -1355,7 +1392,7 @@ def test_manual_sgd_through_data_does_not_break():
             return loss
         return step
     me, mc = mlp((8, 16, 3), seed=2), mlp((8, 16, 3), seed=2)
-    se, sc = make(me), tg.compile(make(mc))
+    se, sc = make(me), compile_(make(mc))
     for x, y in batches(4, seed=25):
         with no_break():
             lc = sc(x, y)
@@ -1406,7 +1443,7 @@ def _nb_data_update(m):
                          ids=["no_grad_isub", "detach_grad_reads", "data_sub_"])
 def test_manual_sgd_patterns_replay(make):
     me, mc = mlp((8, 16, 3), seed=3), mlp((8, 16, 3), seed=3)
-    fe, fc = make(me), tg.compile(make(mc))
+    fe, fc = make(me), compile_(make(mc))
     for x, y in batches(6, seed=26):
         with no_break():
             rc = fc(x, y)
@@ -1429,7 +1466,7 @@ def test_zero_grad_variants(set_to_none, who):
     me, mc = mlp((8, 16, 3), seed=4), mlp((8, 16, 3), seed=4)
     oe = optim.Adam(me.parameters(), lr=0.01)
     oc = optim.Adam(mc.parameters(), lr=0.01)
-    fe, fc = make(me, oe), tg.compile(make(mc, oc))
+    fe, fc = make(me, oe), compile_(make(mc, oc))
     kept_e, kept_c = [], []
     for x, y in batches(6, seed=27):
         re_ = fe(x, y)
@@ -1452,7 +1489,7 @@ def test_steps_k_equals_k_eager_steps():
     oe = optim.Adam(me.parameters(), lr=0.01)
     oc = optim.Adam(mc.parameters(), lr=0.01)
     fe = train_step(me, oe)
-    c = tg.compile(train_step(mc, oc), steps=k)
+    c = compile_(train_step(mc, oc), steps=k)
     le, lc = [], []
     for chunk in range(3):
         part = data[chunk * k:(chunk + 1) * k]
@@ -1489,7 +1526,7 @@ def test_steps_k_with_dropout_and_structures():
             return {"loss": loss, "out": (out, "tag")}
         tg.manual_seed(3)
         if compiled:
-            c = tg.compile(f, steps=k)
+            c = compile_(f, steps=k)
             with no_break():
                 r = c(X, Y, 2.0) + c(X, Y, 2.0)
             assert c.stats == {"recordings": 1, "replays": 2 * k - 1}
@@ -1511,7 +1548,7 @@ def test_steps_k_with_a_stacked_leaf_that_requires_grad():
         return loss
     Xe, Xc = tg.tensor(a, requires_grad=True), tg.tensor(a, requires_grad=True)
     le = [fn(Xe[i]) for i in range(3)] + [fn(Xe[i]) for i in range(3)]
-    c = tg.compile(fn, steps=3)
+    c = compile_(fn, steps=3)
     with no_break():
         lc = c(Xc) + c(Xc)
     assert_same(le, lc)
@@ -1522,7 +1559,7 @@ def test_steps_k_with_a_stacked_leaf_that_requires_grad():
 
 @pytest.mark.parametrize("shape", [(3, 16, 8), (5, 16, 8), ()])
 def test_steps_k_wrong_leading_dim_raises(shape):
-    f = tg.compile(lambda x: x.sum(), steps=4)
+    f = compile_(lambda x: x.sum(), steps=4)
     x = tg.zeros(*shape)
     with pytest.raises(ValueError, match=r"steps="):
         f(x)
@@ -1530,7 +1567,7 @@ def test_steps_k_wrong_leading_dim_raises(shape):
 
 
 def test_steps_k_wrong_leading_dim_after_recording_raises():
-    f = tg.compile(lambda x, y: (x * y).sum(), steps=2)
+    f = compile_(lambda x, y: (x * y).sum(), steps=2)
     ok = f(tg.ones(2, 3), tg.ones(2, 3))
     assert_same(ok, [np.float32(3.0), np.float32(3.0)])
     with pytest.raises(ValueError, match=r"steps=2"):
@@ -1540,13 +1577,13 @@ def test_steps_k_wrong_leading_dim_after_recording_raises():
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
 def test_steps_must_be_positive_int(bad):
     with pytest.raises(ValueError, match="steps"):
-        tg.compile(lambda x: x, steps=bad)
+        compile_(lambda x: x, steps=bad)
 
 
 def test_steps_k_keyword_tensor_is_sliced():
     def g(x, y=None):
         return (x * 2).sum() + y.sum()
-    c = tg.compile(g, steps=2)
+    c = compile_(g, steps=2)
     rng = np.random.default_rng(0)
     X = tg.tensor(rng.standard_normal((2, 4)).astype(np.float32))
     Y = tg.tensor(rng.standard_normal((2, 4)).astype(np.float32))
@@ -1568,7 +1605,7 @@ def test_return_structures():
     me, mc = mlp((8, 16, 3), seed=7), mlp((8, 16, 3), seed=7)
     oe = optim.SGD(me.parameters(), lr=0.1)
     oc = optim.SGD(mc.parameters(), lr=0.1)
-    fe, fc = make(me, oe), tg.compile(make(mc, oc))
+    fe, fc = make(me, oe), compile_(make(mc, oc))
     kept = []
     for x, y in batches(4, seed=30):
         with no_break():
@@ -1624,7 +1661,7 @@ def test_same_tensor_returned_twice_first_call():
     def fn(x):
         y = x * 2
         return y, y
-    f = tg.compile(fn)
+    f = compile_(fn)
     a, b = f(tg.ones(3))
     assert a is b
     assert_same(a, np.full(3, 2.0, np.float32))
@@ -1636,7 +1673,7 @@ def test_return_tuple_list_and_scalar_values():
     def f(x):
         out = m(x)
         return out.sum(), [out, out * 2], (out.mean(),), 7, 2.5
-    c = tg.compile(f)
+    c = compile_(f)
     for x, _ in batches(3, seed=31):
         with no_break():
             rc = c(x)
@@ -1647,7 +1684,7 @@ def test_return_tuple_list_and_scalar_values():
 
 def test_returned_loss_backward_again_raises():
     s = Setup(seed=8)
-    c = tg.compile(s.step)
+    c = compile_(s.step)
     data = batches(3, seed=32)
     for x, y in data:
         with no_break():
@@ -1662,7 +1699,7 @@ def test_returned_loss_backward_again_raises():
 def test_returned_mse_loss_grad_fn():
     m = mlp((2, 16, 16, 1), seed=2, act=nn.Tanh)
     o = optim.SGD(m.parameters(), lr=0.1)
-    c = tg.compile(train_step(m, o, F.mse_loss))
+    c = compile_(train_step(m, o, F.mse_loss))
     for x, y in batches(3, batch=8, nin=2, ncls=1, seed=33, regression=True):
         with no_break():
             loss = c(x, y)
@@ -1674,7 +1711,7 @@ def test_returned_tensor_without_backward_can_be_backpropagated():
     """A step without its own backward returns a live graph the caller may backward."""
     m = mlp((8, 16, 3), seed=3)
     mref = mlp((8, 16, 3), seed=3)
-    c = tg.compile(lambda x, y: F.cross_entropy(m(x), y))
+    c = compile_(lambda x, y: F.cross_entropy(m(x), y))
     for x, y in batches(3, seed=34):
         m.zero_grad()
         mref.zero_grad()
@@ -1707,13 +1744,13 @@ def test_memory_flat_over_replays(kind):
     if kind == "no_grad_inference":
         m = mlp((8, 16, 3), seed=1, dropout=0.2)
         m.eval()
-        c = tg.compile(lambda x: m(x).softmax(1))
+        c = compile_(lambda x: m(x).softmax(1))
     else:
         m = mlp((8, 16, 16, 3), seed=1, bn=kind != "mlp_sgd",
                 dropout=0.3 if kind != "mlp_sgd" else 0.0)
         o = (optim.SGD(m.parameters(), lr=0.01, momentum=0.9) if kind == "mlp_sgd"
              else optim.Adam(m.parameters(), lr=0.01))
-        c = tg.compile(train_step(m, o))
+        c = compile_(train_step(m, o))
     i = [0]
 
     def run():
@@ -1736,7 +1773,7 @@ def test_memory_flat_with_kept_losses():
     data = batches(8, seed=36)
     m = mlp((8, 16, 3), seed=2, dropout=0.3)
     o = optim.SGD(m.parameters(), lr=0.01)
-    c = tg.compile(train_step(m, o))
+    c = compile_(train_step(m, o))
     with no_break():
         for x, y in data[:4]:
             c(x, y)
@@ -1763,7 +1800,7 @@ def test_kept_losses_keep_their_values():
         o = optim.SGD(m.parameters(), lr=0.05)
         f = train_step(m, o)
         if compiled:
-            f = tg.compile(f)
+            f = compile_(f)
         tg.manual_seed(5)
         with no_break():
             kept = [f(*data[j % 8]) for j in range(30)]
@@ -1778,7 +1815,7 @@ def test_memory_flat_steps_k():
     Y = tg.tensor(np.stack([arr(y) for _, y in data]))
     m = mlp((8, 16, 3), seed=3, dropout=0.2)
     o = optim.Adam(m.parameters(), lr=0.01)
-    c = tg.compile(train_step(m, o), steps=k)
+    c = compile_(train_step(m, o), steps=k)
 
     def run():
         with no_break():
@@ -1790,7 +1827,7 @@ def test_memory_flat_steps_k():
 def test_memory_flat_after_failed_replay():
     """A replay that fails (an out-of-range target) releases everything it made."""
     s = Setup(seed=4)
-    c = tg.compile(s.step)
+    c = compile_(s.step)
     data = batches(4, seed=39)
     bad_y = tg.tensor(np.full(16, 7))
     with no_break():
@@ -1810,7 +1847,7 @@ def test_memory_flat_after_failed_replay():
 def test_inference_no_grad_replay_new_values():
     m = mlp((8, 16, 3), seed=5, bn=True)
     m.eval()
-    f = tg.compile(lambda x: F.softmax(m(x), dim=1))
+    f = compile_(lambda x: F.softmax(m(x), dim=1))
     outs = []
     for x, _ in batches(5, seed=40):
         with tg.no_grad(), no_break():
@@ -1830,7 +1867,7 @@ def test_plain_forward_replay():
     def fwd(x):
         h = m(x)
         return h, h.relu().sum(1)
-    f = tg.compile(fwd)
+    f = compile_(fwd)
     for x, _ in batches(4, seed=41):
         with no_break():
             rc = f(x)
@@ -1858,7 +1895,7 @@ def test_function_without_tensor_arguments():
         with tg.no_grad():
             wr.sub_(0.1 * wr.grad)
         return loss
-    c = tg.compile(fn)
+    c = compile_(fn)
     for _ in range(4):
         with no_break():
             rc = c()
@@ -1880,7 +1917,7 @@ def test_error_in_first_call_is_raised():
     x = tg.tensor(np.ones((2, 3), np.float32), requires_grad=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation") as eager:
         _inplace_error_fn(x)
-    c = tg.compile(_inplace_error_fn)
+    c = compile_(_inplace_error_fn)
     for _ in range(2):
         with no_break(), pytest.raises(RuntimeError,
                                        match="modified by an inplace operation") as got:
@@ -1888,7 +1925,7 @@ def test_error_in_first_call_is_raised():
         assert str(got.value) == str(eager.value)
     assert c.eager is None and not c.plans
     # the engine is not left recording: eager code and other compiled functions still work
-    f = tg.compile(lambda a: (a * 2).sum())
+    f = compile_(lambda a: (a * 2).sum())
     with no_break():
         assert_same(f(tg.ones(3)), np.float32(6))
         assert_same(f(tg.ones(3)), np.float32(6))
@@ -1897,7 +1934,7 @@ def test_error_in_first_call_is_raised():
 
 def test_shape_error_in_first_call_is_raised():
     m = nn.Linear(8, 3)
-    c = tg.compile(lambda x: m(x).sum())
+    c = compile_(lambda x: m(x).sum())
     x = tg.ones(4, 5)
     with pytest.raises(RuntimeError) as eager:
         m(x).sum()
@@ -1908,7 +1945,7 @@ def test_shape_error_in_first_call_is_raised():
 
 def test_replay_error_is_eagers_error():
     s = Setup(seed=4)
-    c = tg.compile(s.step)
+    c = compile_(s.step)
     data = batches(2, seed=42)
     with no_break():
         c(*data[0])
@@ -1941,8 +1978,8 @@ def test_nested_first_call_joins_the_outer_recording():
     eagerly as part of that recording: the outer replays include its ops; afterwards the
     inner function compiles and replays on its own."""
     m = mlp((8, 16, 3), seed=1)
-    inner = tg.compile(lambda x: m(x))
-    outer = tg.compile(lambda x: inner(x).sum())
+    inner = compile_(lambda x: m(x))
+    outer = compile_(lambda x: inner(x).sum())
     data = batches(3, seed=44)
     with no_break():
         for x, _ in data:
@@ -1964,7 +2001,7 @@ def test_inner_already_compiled_function_inside_a_compiled_step():
         o = optim.Adam(m.parameters(), lr=0.01)
         fwd = (lambda x: m(x))
         if compiled:
-            fwd = tg.compile(fwd)
+            fwd = compile_(fwd)
             with no_break():
                 fwd(data[0][0])
                 fwd(data[1][0])
@@ -1977,7 +2014,7 @@ def test_inner_already_compiled_function_inside_a_compiled_step():
             o.step()
             return loss
         if compiled:
-            step = tg.compile(step)
+            step = compile_(step)
         with no_break():
             res.append(([step(x, y) for x, y in data], m))
     assert_same(res[0][0], res[1][0])
@@ -2006,7 +2043,7 @@ def test_loss_modules(crit):
             loss.backward()
             o.step()
             return loss
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with no_break():
             res.append(([f(x, y) for x, y in data], m, f))
     assert_same(res[0][0], res[1][0])
@@ -2025,7 +2062,7 @@ def test_tiny_regression_model_mse():
         o = optim.Adam(m.parameters(), lr=0.01)
         f = train_step(m, o, F.mse_loss)
         if compiled:
-            f = tg.compile(f)
+            f = compile_(f)
         with no_break():
             res.append(([arr(f(x, y)) for x, y in data], m))
     assert_same(res[0][0], res[1][0])
@@ -2042,7 +2079,7 @@ def test_float64_model(opt_name):
         o = getattr(optim, opt_name)(m.parameters(), lr=0.01)
         f = train_step(m, o)
         if compiled:
-            f = tg.compile(f)
+            f = compile_(f)
         tg.manual_seed(2)
         with no_break():
             res.append(([f(x, y) for x, y in data], m, o))
@@ -2072,7 +2109,7 @@ def test_train_step_and_eval_step_share_a_model():
                 out = m(x)
                 return F.cross_entropy(out, y), out.softmax(1)
         if compiled:
-            train, evaluate = tg.compile(train), tg.compile(evaluate)
+            train, evaluate = compile_(train), compile_(evaluate)
         tg.manual_seed(9)
         out = []
         with no_break():
@@ -2107,12 +2144,12 @@ def test_keyword_tensor_arguments():
 def test_decorator_forms_and_wrapping():
     m = mlp((8, 3), seed=7)
 
-    @tg.compile
+    @compile_
     def fwd(x):
         """doc of fwd"""
         return m(x).sum()
 
-    @tg.compile(steps=2)
+    @compile_(steps=2)
     def fwd2(x):
         return m(x).sum()
     assert fwd.__name__ == "fwd" and fwd.__doc__ == "doc of fwd"
@@ -2142,7 +2179,7 @@ def test_gradient_accumulation_and_retain_graph():
             (l2 * 0.5).backward()
             o.step()
             return l1 + l2
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with no_break():
             res.append(([f(x, y) for x, y in data], m))
     assert_same(res[0][0], res[1][0])
@@ -2163,7 +2200,7 @@ def test_gradient_accumulation_across_compiled_calls(set_to_none):
             loss = F.cross_entropy(m(x), y) / 4
             loss.backward()
             return loss
-        f = tg.compile(fb) if compiled else fb
+        f = compile_(fb) if compiled else fb
         out = []
         with no_break():
             for i, (x, y) in enumerate(data):
@@ -2190,7 +2227,7 @@ def test_zero_grad_at_the_end_of_the_step():
             o.step()
             o.zero_grad()
             return loss
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with no_break():
             res.append(([f(x, y) for x, y in data], m, o))
         assert all(p.grad is None for p in m.parameters())
@@ -2225,7 +2262,7 @@ def test_ops_replay_with_gradients_of_arguments(name):
         out = op(x, y)
         out.sum().backward()
         return out, x.grad, y.grad
-    f = tg.compile(fn)
+    f = compile_(fn)
     rng = np.random.default_rng(64)
     pairs = [tuple(tg.tensor(rng.standard_normal((4, 6)).astype(np.float32),
                              requires_grad=True) for _ in range(2)) for _ in range(4)]
@@ -2243,7 +2280,7 @@ def test_ops_replay_with_gradients_of_arguments(name):
     ("one_hot", lambda x: F.one_hot(x.argmax(1), 6).float() * x),
 ])
 def test_ops_that_may_break_are_still_correct(name, op):
-    f = tg.compile(op)
+    f = compile_(op)
     rng = np.random.default_rng(65)
     xs = [tg.tensor(rng.standard_normal((4, 6)).astype(np.float32)) for _ in range(3)]
     with warnings.catch_warnings(record=True) as w:
@@ -2271,7 +2308,7 @@ def test_two_heads_selected_by_argument_with_weight_decay():
             loss.backward()
             o.step()
             return loss
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with no_break():
             out = [f(x, y, i % 2 == 0) for i, (x, y) in enumerate(data)]
         res.append((out, [arr(p) for p in params]))
@@ -2294,7 +2331,7 @@ def test_two_heads_selected_by_argument_with_momentum():
             loss.backward()
             o.step()
             return loss
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with no_break():
             out = [f(x, y, i % 2 == 0) for i, (x, y) in enumerate(data)]
         res.append((out, [arr(p) for p in params], f))
@@ -2321,7 +2358,7 @@ def test_two_models_two_optimizers_in_one_step():
             o1.step()
             o2.step()
             return loss, z.detach()
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with no_break():
             res.append(([f(x, y) for x, y in data], enc, head, o1, o2))
     assert_same(res[0][0], res[1][0])
@@ -2349,7 +2386,7 @@ def test_embedding_layernorm_gelu_model():
             loss.backward()
             o.step()
             return loss
-        f = tg.compile(step) if compiled else step
+        f = compile_(step) if compiled else step
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always", tg.CompileWarning)
             res.append(([f(a, b) for a, b in data], emb, body, f, w))
@@ -2387,7 +2424,7 @@ def test_batchnorm_cumulative_average_momentum_none_breaks_correctly():
             o.step()
             return loss
         if compiled:
-            c = tg.compile(step)
+            c = compile_(step)
             with pytest.warns(tg.CompileWarning) as rec:
                 out = [c(x, y) for x, y in data]
             msgs = [str(w.message) for w in rec if w.category is tg.CompileWarning]
@@ -2406,7 +2443,7 @@ def test_two_threads_share_one_compiled_function():
     import threading
     rng = np.random.default_rng(58)
     w = tg.tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
-    f = tg.compile(lambda x: ((x @ w).tanh() * 2.0).sum(1))
+    f = compile_(lambda x: ((x @ w).tanh() * 2.0).sum(1))
     xs = [tg.tensor(rng.standard_normal((5, 4)).astype(np.float32)) for _ in range(8)]
     with no_break():
         f(xs[0])

@@ -327,6 +327,8 @@ def decref(C, kind, i):
                     n = _dec(C, W, n, KIND_META, T[i, base + IN_SAVED])
             if T[i, R_OSAVED] >= 0:
                 n = _dec(C, W, n, KIND_META, T[i, R_OSAVED])
+            if T[i, R_TAN] >= 0:
+                n = _dec(C, W, n, KIND_STOR, T[i, R_TAN])
             if T[i, R_GBUF] >= 0:
                 n = _dec(C, W, n, KIND_STOR, T[i, R_GBUF])
             T[i, R_STATE] = 0
@@ -645,6 +647,36 @@ def ew_forward_prep(C, row, a, b):
 
 
 @jit
+def _tangent_prep(C, row, ids, record, diff, ntan):
+    """A fused op's forward writes d out / d input k into operand slots 4 + k (laid out
+    like the output) for each input k that requires grad, when the row is recorded; the
+    storage belongs to the row (R_TAN), like a saved tensor."""
+    D = desc_of(C)
+    D[D_W0] = 0
+    D[D_W1] = 0
+    if not record:
+        return 0
+    M = meta_of(C)
+    S = stor_of(C)
+    n = D[D_N]
+    isz = itemsize(M[ids[0], M_DTYPE])
+    sid = stor_new(C, n * ntan * isz, False)
+    if sid < 0:
+        o = outs_of(C)[0]
+        M[o, M_REFS] += 1
+        decref(C, KIND_META, o)
+        return E_NOMEM
+    S[sid, S_REFS] = 1
+    tape_of(C)[row, R_TAN] = sid
+    for k in range(ntan):
+        D[D_W0 + k] = ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & FL_REQ != 0
+        D[D_ADDR + 4 + k] = S[sid, S_ADDR] + k * n * isz
+        D[D_SPAN + 4 + k] = n
+        D[D_ST + (4 + k) * MAXD:D_ST + (5 + k) * MAXD] = D[D_ST + 2 * MAXD:D_ST + 3 * MAXD]
+    return 0
+
+
+@jit
 def call_ew(C, fn):
     """Run the elementwise kernel fn on the prepared descriptor, split across threads
     when it is flat and large enough."""
@@ -704,6 +736,17 @@ def ew_backward_prep(C, row):
             D[D_SPAN + 4 + k] = m
     if T[row, R_NIN] < 2:
         D[D_W1] = 0
+    sid = T[row, R_TAN]
+    if sid >= 0:            # a fused op: its loop reads the tangents, laid out like G
+        isz = itemsize(dt)
+        for k in range(T[row, R_NIN]):
+            D[D_ADDR + k] = stor_of(C)[sid, S_ADDR] + k * n * isz
+            D[D_SPAN + k] = n
+            D[D_ST + k * MAXD:D_ST + (k + 1) * MAXD] = D[D_ST + 3 * MAXD:D_ST + 4 * MAXD]
+        if T[row, R_NIN] < 2:
+            D[D_ADDR + 1] = 0
+        D[D_ADDR + 2] = 0
+        bscal = False
     D[D_N] = n
     D[D_ND] = nd
     D[D_BSCAL] = bscal
@@ -876,7 +919,10 @@ def op_entry(caddr, op, a, b, s, flags):
         if st >= 0:
             outs_of(C)[0] = st
             C[C_NOUTS] = 1
-            st = call_ew(C, fwd)
+            if info[op, O_TANGENT] > 0:
+                st = _tangent_prep(C, r, ids, record, diff, info[op, O_TANGENT])
+            if st >= 0:
+                st = call_ew(C, fwd)
     else:
         st = call_kernel(fwd, caddr, r)
     C[C_INPLACE] = -1
@@ -886,6 +932,8 @@ def op_entry(caddr, op, a, b, s, flags):
             st = E_KERNEL
         if self_copy >= 0:
             decref(C, KIND_META, self_copy)
+        if T[r, R_TAN] >= 0:
+            decref(C, KIND_STOR, T[r, R_TAN])
         row_discard(C, r)
         return st
     outs = outs_of(C)
@@ -1310,6 +1358,11 @@ def _sweep_loop(caddr):
                 sv = T[r, R_OSAVED]
                 T[r, R_OSAVED] = -1
                 decref(C, KIND_META, sv)
+                had = True
+            if T[r, R_TAN] >= 0:
+                sid = T[r, R_TAN]
+                T[r, R_TAN] = -1
+                decref(C, KIND_STOR, sid)
                 had = True
             if had:
                 T[r, R_STATE] |= RS_RELEASED

@@ -76,6 +76,7 @@ R_IATTR = R_OVER + 1             # 37..48
 R_S2 = R_IATTR + NIATTR - 1      # 48: the last int attribute holds a second scalar (float64
                                  #     bits) for ops with two (clamp, softplus)
 R_NEXT = R_IATTR + NIATTR        # 49: free-list link
+R_TAN = R_NEXT + 1               # 50: storage of a fused op's tangents (O_TANGENT), -1
 RW = 56
 
 RS_RELEASED = 1  # saved tensors freed by a backward without retain_graph
@@ -156,6 +157,9 @@ O_SAVES_IF = 0   # 0..2: what to save when input k requires grad (bit j: input j
 O_DIFF = 3       # bit k: input k receives a gradient
 O_SAVED_OUT = 4  # which output is saved when SAVE_OUT is wanted
 O_KIND = 5       # KIND_CUSTOM: kernels take (ctx, row); KIND_EW: loops take (desc, 0)
+O_TANGENT = 6    # > 0: a fused elementwise op (replay/fuse.py) whose recorded forward also
+                 # writes d out / d input k, for this many inputs, into the row's R_TAN
+                 # storage; its backward reads those instead of the saved operands
 OIW = 8
 SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW, KIND_PY = 0, 1, 2   # KIND_PY: autograd.Function, backward in Python

@@ -37,8 +37,9 @@ def _sweep_error(code, err):
             "retain_graph=True if you need to backward through the graph a second time or if "
             "you need to access saved tensors after calling backward.")
     if code == L.E_VERSION:
-        row, saved, now, expected = (int(x) for x in err[:4])
-        consumer = OPS[int(E.tape[row, L.R_OP])].grad_fn
+        row, saved, now, expected, k = (int(x) for x in err[:5])
+        op = OPS[int(E.tape[row, L.R_OP])]
+        consumer = op.saved_by.get(k, op.grad_fn)
         return RuntimeError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: {_describe(saved)} is at version {now}; expected version "

@@ -378,6 +378,8 @@ def finish_leaf_hooks():
             g = take(E.caddr, i)
             if g >= 0:
                 pending.append((i, hooks, _wrap(g)))
+    if pending:         # hooks of leaves this sweep reached (others do not break a replay)
+        note_break("tensor hooks run during backward (Python)")
     for i, hooks, g in pending:
         with no_grad():
             g = _apply_hooks(hooks, g).detach()
@@ -404,7 +406,8 @@ gc.callbacks.append(_on_gc)
 
 def drive(r, retain):
     """Serve the sweep's callbacks until it finishes; returns its final status."""
-    note_break("tensor hooks or an autograd.Function run during backward (Python)")
+    if r == L.E_CALLBACK:
+        note_break("tensor hooks or an autograd.Function run during backward (Python)")
     E = engine()
     while r == L.E_CALLBACK:
         row, bits = int(E.err[0]), int(E.err[1])

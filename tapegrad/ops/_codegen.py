@@ -21,6 +21,8 @@ import os
 import re
 import sys
 
+import numpy as np
+
 from .._engine.cache import GENERATED_DIR, kernel_cache
 
 _HEADER = '''\
@@ -36,46 +38,49 @@ from tapegrad._engine.threads import part_range, operand_f32, operand_f64
 '''
 
 
-def _nd_loop(operands, body, flat_body, unit_body, indent="    "):
-    """Source of a loop over an nd index space: flat when every operand is contiguous;
-    otherwise an odometer over the outer dims around an inner loop, which has a
-    unit-stride copy (vectorisable) for when every inner stride is 1. A scalar b (bscal)
-    is read once, outside the flat loop."""
+def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True):
+    """Source of a loop over an nd index space: flat when every operand is contiguous
+    (always so for a 0-d index space); otherwise an odometer over the outer dims around an
+    inner loop, which has a unit-stride copy (vectorisable; unit_body None: none) for when
+    every inner stride is 1. A scalar b (bscal) is read once, outside the flat loop
+    (scalar_b: the loop has such an operand)."""
     i1, i2, i3, i4 = indent, indent * 2, indent * 3, indent * 4
-    scalar_body = [x for x in flat_body if x.strip() != "b = B[i]"]
-    lines = [f"{i1}if flat and bscal:",
-             f"{i2}b = B[0]",
-             f"{i2}for i in range(n):"]
-    lines += [f"{i3}{x}" for x in scalar_body]
-    lines += [f"{i2}return",
-              f"{i1}if flat:",
+    lines = []
+    if scalar_b:
+        scalar_body = [x for x in flat_body if x.strip() != "b = B[i]"]
+        lines += [f"{i1}if flat and bscal:",
+                  f"{i2}b = B[0]",
+                  f"{i2}for i in range(n):"]
+        lines += [f"{i3}{x}" for x in scalar_body]
+        lines += [f"{i2}return"]
+    lines += [f"{i1}if flat or nd == 0:",
               f"{i2}for i in range(n):"]
     lines += [f"{i3}{x}" for x in flat_body]
     lines += [f"{i2}return",
               f"{i1}if n == 0:",
               f"{i2}return",
-              f"{i1}if nd == 0:",
-              f"{i2}i = 0"]
-    lines += [f"{i2}{x}" for x in flat_body]
-    lines += [f"{i2}return",
               f"{i1}idx = np.zeros(nd, np.int64)",
               f"{i1}inner = shape[nd - 1]"]
     for x, k in operands.items():
         lines.append(f"{i1}p{x} = 0")
         lines.append(f"{i1}i{x} = st[{k}, nd - 1]")
-    unit = " and ".join(f"i{x} == 1" for x in operands) or "True"
-    lines += [f"{i1}unit = {unit}",
-              f"{i1}done = 0",
-              f"{i1}while done < n:",
-              f"{i2}if unit:"]
-    # slices indexed by the loop counter: Numba then knows the index is not negative and
-    # emits no wraparound check, so the loop vectorises (5x faster on a broadcast add)
-    lines += [f"{i3}{x}u = {x}[p{x}:p{x} + inner]" for x in operands]
-    lines += [f"{i3}for j in range(inner):"]
-    lines += [f"{i4}{x}" for x in unit_body]
-    lines += [f"{i2}else:",
-              f"{i3}for j in range(inner):"]
-    lines += [f"{i4}{x}" for x in body]
+    lines += [f"{i1}done = 0",
+              f"{i1}while done < n:"]
+    if unit_body is not None:
+        unit = " and ".join(f"i{x} == 1" for x in operands) or "True"
+        lines += [f"{i2}if {unit}:"]
+        # slices indexed by the loop counter: Numba then knows the index is not negative
+        # and emits no wraparound check, so the loop vectorises (5x faster on a broadcast
+        # add)
+        lines += [f"{i3}{x}u = {x}[p{x}:p{x} + inner]" for x in operands]
+        lines += [f"{i3}for j in range(inner):"]
+        lines += [f"{i4}{x}" for x in unit_body]
+        lines += [f"{i2}else:",
+                  f"{i3}for j in range(inner):"]
+        lines += [f"{i4}{x}" for x in body]
+    else:
+        lines += [f"{i2}for j in range(inner):"]
+        lines += [f"{i3}{x}" for x in body]
     lines += [f"{i2}done += inner",
               f"{i2}d = nd - 2",
               f"{i2}while d >= 0:",
@@ -199,13 +204,128 @@ def bwd_{ty}(daddr, part):
     return "\n".join(src)
 
 
+def _access(arr, mode):
+    """An element of array arr in a strided, flat or unit-stride loop body."""
+    return {"s": f"{arr}[p{arr} + j * i{arr}]", "f": f"{arr}[i]", "u": f"{arr}u[j]"}[mode]
+
+
+_TRIG_INPUT = re.compile(r"\b(sin|cos)\((x[ab])\)")
+
+
+def _trig_path(e, big):
+    """sin(x) -> sin_(big, x): the fast polynomial or (big) libm for every element."""
+    return _TRIG_INPUT.sub(rf"\1_({big}, \2)", e)
+
+
+def _fused_source(op):
+    """Loops of a fused op (tapegrad/replay/fuse.py). Its spec: the input count, the
+    constants (float64 bits, written into the source: conditions on them then fold away),
+    the members' formulas over xa, xb, c<k>, t<i> (forward), the reverse-mode lines giving
+    ua, ub (reverse), the inputs with a gradient, whether the gradients read values (then
+    the recorded forward writes tangents, operand slots 4 and 5, and the backward reads
+    them from slots 0 and 1) and whether sin/cos read an input.
+
+    Constants are written into the loops, so conditions on them (pow's `b == two`) fold
+    away: LLVM does not unswitch loops this large on a loop-invariant argument, and a
+    branch left inside stops vectorisation. The tangents are computed whenever the op has
+    them and stored when wanted (a guarded store does vectorise); the libm path for huge
+    sin/cos arguments is a loop of its own."""
+    nin, consts, forward, reverse, diff, tangent, trig = op.spec
+    src = [_HEADER.format(name=op.name)]
+    final = forward[-1][0]
+
+    for ty, cast in (("f32", "np.float32"), ("f64", "np.float64")):
+        # constants, not arguments: a condition on them must fold when the loop compiles
+        cdefs = [f"{nm} = {cast}({v})" for nm, v in
+                 (("zero", 0), ("one", 1), ("two", 2), ("half", 0.5))]
+        cdefs += [f"c{k} = {cast}({float(np.int64(b).view(np.float64))!r})"
+                  for k, b in enumerate(consts)]
+        for big in ((False, True) if trig else (False,)):
+            def fbody(mode):
+                lines = [f"xa = {_access('A', mode)}"]
+                lines += [f"xb = {_access('B', mode)}"] if nin == 2 else []
+                lines += [f"{v} = {cast}({_trig_path(e, big)})" for v, e in forward]
+                lines += [f"{_access('O', mode)} = {final}"]
+                if tangent:
+                    lines += ["g = one"]
+                    lines += [f"{v} = {cast}({_trig_path(e, big)})" for v, e in reverse]
+                    for k in diff:
+                        lines += [f"if w{k}:",
+                                  f"    {_access(('TA', 'TB')[k], mode)} = u{'ab'[k]}"]
+                return lines
+
+            ops_f = {"A": 0, "B": 1} if nin == 2 else {"A": 0}
+            ops_f["O"] = 2
+            if tangent:
+                ops_f.update({("TA", "TB")[k]: 4 + k for k in diff})
+            src.append("@jit")
+            src.append(f"def _fwd_{ty}_{int(big)}(A, B, O, TA, TB, st, shape, nd, n, flat, "
+                       "w0, w1):")
+            src += [f"    {x}" for x in cdefs]
+            # the libm path (rare) gets no unit-stride copy: less to compile
+            src += _nd_loop(ops_f, fbody("s"), fbody("f"), None if big else fbody("u"),
+                            scalar_b=False)
+            src.append("")
+
+        def bbody(mode):
+            lines = [f"g = {_access('G', mode)}"]
+            if not tangent:
+                lines += [f"{v} = {cast}({e})" for v, e in reverse]
+            for k in diff:
+                d = (f"g * {_access(('TA', 'TB')[k], mode)}" if tangent else f"u{'ab'[k]}")
+                lines += [f"if w{k}:", f"    {_access(('GA', 'GB')[k], mode)} += {d}"]
+            return lines
+
+        ops_b = {"G": 3}
+        ops_b.update({("GA", "GB")[k]: 4 + k for k in diff})
+        if tangent:
+            ops_b.update({("TA", "TB")[k]: k for k in diff})
+        src.append("@jit")
+        src.append(f"def _bwd_{ty}(G, TA, TB, GA, GB, w0, w1, st, shape, nd, n, flat):")
+        src += [f"    {x}" for x in cdefs]
+        src += _nd_loop(ops_b, bbody("s"), bbody("f"), bbody("u"), scalar_b=False)
+        src.append("")
+
+    for ty, cast in (("f32", "np.float32"), ("f64", "np.float64")):
+        tail = "st, D[D_SHAPE:D_SHAPE + nd], nd, n, D[D_FLAT] != 0"
+        ops = "operand_{ty}(D, {k}, lo, n)"
+        fwd_args = ", ".join(ops.format(ty=ty, k=k) for k in (0, 1, 2, 4, 5))
+        bwd_args = ", ".join(ops.format(ty=ty, k=k) for k in (3, 0, 1, 4, 5))
+        call = f"_fwd_{ty}_{{}}({fwd_args}, {tail}, D[D_W0] != 0, D[D_W1] != 0)"
+        if trig:
+            huge = " or ".join(f"sincos_huge({ty}_at(D[D_ADDR + {k}], D[D_SPAN + {k}]))"
+                               for k in range(nin))
+            call = f"if {huge}:\n        {call.format(1)}\n    else:\n        {call.format(0)}"
+        else:
+            call = call.format(0)
+        src.append(f'''
+def fwd_{ty}(daddr, part):
+    D = i64_at(daddr, DW)
+    lo, n = part_range(D, part)
+    nd = D[D_ND]
+    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
+    {call}
+    return K_OK
+
+
+def bwd_{ty}(daddr, part):
+    D = i64_at(daddr, DW)
+    lo, n = part_range(D, part)
+    nd = D[D_ND]
+    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
+    _bwd_{ty}({bwd_args}, D[D_W0] != 0, D[D_W1] != 0, {tail})
+    return K_OK
+''')
+    return "\n".join(src)
+
+
 def load(op):
     """Import (writing it first if needed) the generated kernel module of op."""
     name = f"tapegrad_gen_{op.name}"
     if name in sys.modules:
         return sys.modules[name]
     path = os.path.join(GENERATED_DIR, name + ".py")
-    text = _source(op)
+    text = _fused_source(op) if op.kind == "fused" else _source(op)
     current = None
     if os.path.exists(path):
         with open(path) as f:

@@ -24,7 +24,7 @@ _SHARED = {}      # (module, fwd, bwd) -> compiled pair: entries that differ onl
 class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
-                 "scalar_slot", "method")
+                 "scalar_slot", "method", "spec", "ntan", "saved_by")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
                  saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None):
@@ -44,6 +44,9 @@ class OpDef:
         self.scalar_slot = False
         self.method = True          # a plain Tensor method x.name() (no arguments)
         self.saved_out = saved_out
+        self.spec = None            # a fused op's members (replay/fuse.py)
+        self.ntan = 0               # a fused op's tangent count (layout.O_TANGENT)
+        self.saved_by = {}          # saved input k (-1: out) -> the grad_fn an error names
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
             self.saves_if = {k: _names(gf) & {"a", "b", "out"}
@@ -67,9 +70,10 @@ class OpDef:
         compiles float64 loops; hand-written kernels serve both slots."""
         if self._kernels is None:
             self._kernels = {}
-        key = slot if self.kind in ("unary", "binary") else 0
+        generated = self.kind in ("unary", "binary", "fused")
+        key = slot if generated else 0
         if key not in self._kernels:
-            if self.kind in ("unary", "binary"):
+            if generated:
                 from . import _codegen
                 mod = _codegen.load(self)
                 ty = ("f32", "f64")[slot]
@@ -104,11 +108,13 @@ def register(op):
     return op
 
 
-def fill_opinfo(opinfo):
-    for op in OPS:
+def fill_opinfo(opinfo, ops=None):
+    for op in OPS if ops is None else ops:
         for k in range(L.MAXIN):
             opinfo[op.opcode, L.O_SAVES_IF + k] = op.saves_mask(k)
         opinfo[op.opcode, L.O_DIFF] = op.diff_mask()
         opinfo[op.opcode, L.O_SAVED_OUT] = op.saved_out
-        opinfo[op.opcode, L.O_KIND] = (L.KIND_EW if op.kind in ("unary", "binary") else
-                                       L.KIND_PY if op.kind == "python" else L.KIND_CUSTOM)
+        opinfo[op.opcode, L.O_KIND] = (
+            L.KIND_EW if op.kind in ("unary", "binary", "fused") else
+            L.KIND_PY if op.kind == "python" else L.KIND_CUSTOM)
+        opinfo[op.opcode, L.O_TANGENT] = op.ntan

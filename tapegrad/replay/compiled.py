@@ -28,17 +28,18 @@ class CompileWarning(UserWarning):
     """tapegrad.compile fell back to eager execution for a function."""
 
 
-def compile(fn=None, *, steps=None):
+def compile(fn=None, *, steps=None, fuse=True):
     """Compile a step function: `step = tapegrad.compile(step)` or `@tapegrad.compile`.
 
     With steps=k, the compiled function takes its tensor arguments stacked along a new
     first dim of size k and runs k steps (step i sees argument[i]) in one call, returning
-    the list of the k steps' results."""
+    the list of the k steps' results. fuse=False replays every elementwise op as its own
+    loop (see tapegrad/replay/fuse.py)."""
     if fn is None:
-        return lambda f: compile(f, steps=steps)
+        return lambda f: compile(f, steps=steps, fuse=fuse)
     if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise ValueError(f"compile: steps must be a positive int, got {steps!r}")
-    return CompiledFunction(fn, steps)
+    return CompiledFunction(fn, steps, bool(fuse))
 
 
 def _flatten(value, out):
@@ -65,10 +66,11 @@ def _rebuild(spec, tensors):
 
 
 class CompiledFunction:
-    def __init__(self, fn, steps):
+    def __init__(self, fn, steps, fuse=True):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.steps = steps
+        self.fuse = fuse
         self.plans = {}             # guard key -> (Runner, return spec)
         self.eager = None           # the GraphBreak that made this function eager
         self._structure = None      # STRUCTURE[0] when the objects' fingerprint was taken
@@ -161,7 +163,10 @@ class CompiledFunction:
         """(the guard key, the argument tensors' ids). Objects enter the key by id: the
         plan stored under a key holds them (_held), so no other object can take their ids
         while it exists."""
-        parts = [GRAD_MODE[0], bool(_LEAF_HOOKS)]
+        # the leaves with hooks: a recording that reaches one breaks (Python runs them);
+        # one that does not may replay until the set changes
+        parts = [GRAD_MODE[0], frozenset(i for i, h in _LEAF_HOOKS.items() if h) if
+                 _LEAF_HOOKS else None]
         meta = engine().meta
         ids = []
         values = args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]
@@ -264,7 +269,7 @@ class CompiledFunction:
         spec = _flatten(result, rets)
         try:
             program = Program(rec, [a._i for a in _tensor_args(args, kwargs)],
-                              [t._i for t in rets])
+                              [t._i for t in rets], fuse=self.fuse)
         except GraphBreak as b:
             self._fall_back(b)
             return result
@@ -289,7 +294,7 @@ class CompiledFunction:
 
 _MISSING = object()
 _ONE = ("t", 0)         # the return spec of a function returning one tensor
-_SHAPE, _STRIDE, _REQ = L.M_SHAPE, L.M_STRIDE, L.FL_REQ
+_SHAPE, _STRIDE, _REQ = L.M_SHAPE, L.M_STRIDE, L.FL_REQ | L.FL_HOOK
 _SCALARS = (int, float, bool, str, bytes, type(None), complex)
 
 

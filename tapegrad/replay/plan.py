@@ -19,6 +19,7 @@ from .._engine.state import (engine, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS, native_en
                              EngineError)
 from .. import _creation as _CREATION
 from ..ops.registry import OPS
+from .fuse import fuse as fuse_elementwise
 from .recorder import GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD
 
 with kernel_cache():
@@ -43,7 +44,7 @@ def _aligned(nb):
 class Program:
     """A recorded step made replayable: instructions over slots."""
 
-    def __init__(self, rec, arg_ids, ret_ids):
+    def __init__(self, rec, arg_ids, ret_ids, fuse=True):
         from ..tensor import _adopt_ref
         self.kinds = []             # slot -> _ARG / _EXT / _OWN
         self.ext = []               # wrappers keeping outside tensors alive (and their ids)
@@ -199,6 +200,9 @@ class Program:
             seen.add(s)
             self.ret_slots.append(s)
             self.ret_own.append(int(own))
+        self.fused = []             # per fused op: its members' op names
+        if fuse:
+            code, uses, defs, self.fused = fuse_elementwise(code, uses, defs, self.ret_slots)
         # free every owned slot right after its last use (returned ones never)
         last = {}
         for k, (u, d) in enumerate(zip(uses, defs)):
