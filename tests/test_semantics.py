@@ -1225,3 +1225,34 @@ def test_inplace_op_whose_gradient_needs_self_as_it_was(dtype):
     np.testing.assert_allclose(y.detach().numpy(), xv / wv, rtol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), 1 / wv, rtol=1e-6)
     np.testing.assert_allclose(w.grad.numpy(), -xv / wv ** 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fresh_gradient_buffers_are_written_not_added(dtype):
+    """The first elementwise writer of a new gradient buffer gets it unzeroed and writes
+    every element (no memset); freed memory full of NaN must never reach a gradient.
+    Covered: a leaf read twice by one op (x * x: written, then added), an intermediate
+    read by two ops, a broadcast input (not dense: zeroed and added) and an existing
+    .grad (added)."""
+    n = 40_000
+    rng = np.random.default_rng(11)
+    x0 = rng.standard_normal(n).astype(dtype)
+    w0 = np.array([0.7], dtype)
+    for step in range(3):
+        for _ in range(4):          # freed blocks of the gradients' size, full of NaN
+            junk = tg.tensor(np.full(n, np.nan, dtype)) * 1.0
+            del junk
+        x = tg.tensor(x0, requires_grad=True)
+        w = tg.tensor(w0, requires_grad=True)
+        t = x.exp()
+        y = t * t + t + x * x + tg.sin(x) * w
+        y.sum().backward()
+        e = np.exp(x0.astype(np.float64))
+        gx = 2 * e * e + e + 2 * x0 + np.cos(x0) * w0[0]
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(x.grad.numpy(), gx, rtol=tol)
+        np.testing.assert_allclose(w.grad.numpy(), [np.sin(x0.astype(np.float64)).sum()],
+                                   rtol=tol * 100)
+        before = x.grad.numpy().copy()
+        (x * 3.0).sum().backward()                  # into the existing .grad: added
+        np.testing.assert_array_equal(x.grad.numpy(), (before + dtype(3.0)).astype(dtype))

@@ -688,6 +688,37 @@ def call_ew(C, fn):
 
 
 @jit
+def _grad_for_write(C, r, k, dense):
+    """(address, fresh) of the buffer input k's gradient goes into. fresh: it was made now,
+    unzeroed, for a loop that writes every element of it (dense: the input has the loop's
+    size, no broadcast), which then writes rather than adds (D_W0 == 2): no memset, no
+    read-modify-write. Otherwise edge_grad_addr's zeroed or existing buffer."""
+    T = tape_of(C)
+    M = meta_of(C)
+    S = stor_of(C)
+    base = R_IN + k * IW
+    pr = T[r, base + IN_ROW]
+    t = T[r, base + IN_T]
+    if dense and pr >= 0 and T[pr, R_GBUF] < 0 and T[pr, R_NOUT] == 1:
+        sid = stor_new(C, out_numel(T, pr) * itemsize(T[pr, R_ODTYPE]), False)
+        if sid < 0:
+            return 0, False
+        S[sid, S_REFS] = 1
+        T[pr, R_GBUF] = sid
+        return S[sid, S_ADDR], True
+    if (dense and pr < 0 and t >= 0 and C[C_MODE] == MODE_BACKWARD
+            and not M[t, M_FLAGS] & FL_HOOK and M[t, M_GRAD] < 0):
+        nd = M[t, M_NDIM]
+        g = meta_contiguous(C, M[t, M_DTYPE], nd, M[t, M_SHAPE:M_SHAPE + nd], False)
+        if g < 0:
+            return 0, False
+        M[g, M_REFS] = 1
+        M[t, M_GRAD] = g
+        return data_addr(C, g), True
+    return edge_grad_addr(C, r, k), False
+
+
+@jit
 def ew_backward_prep(C, row):
     """Describe an elementwise row's backward loop in desc: its saved operands, incoming
     gradient and the gradient buffers of its inputs (broadcast dims get stride 0)."""
@@ -723,16 +754,20 @@ def ew_backward_prep(C, row):
     D[D_SPAN + 3] = n
     ishape = np.empty(MAXD, np.int64)
     for k in range(T[row, R_NIN]):
-        g = edge_grad_addr(C, row, k)
-        D[D_W0 + k] = g != 0
+        D[D_W0 + k] = 0
+        base = R_IN + k * IW
+        if T[row, base + IN_ROW] < 0 and T[row, base + IN_T] < 0:
+            continue
+        ni = input_shape(C, row, k, ishape)
+        m = 1
+        for d in range(ni):
+            m *= ishape[d]
+        g, fresh = _grad_for_write(C, row, k, m == n)
         if g != 0:
-            ni = input_shape(C, row, k, ishape)
+            D[D_W0 + k] = 2 if fresh else 1
             aligned_contiguous_strides(ni, ishape, nd, shape,
                                        D[D_ST + (4 + k) * MAXD:D_ST + (5 + k) * MAXD])
             D[D_ADDR + 4 + k] = g
-            m = 1
-            for d in range(ni):
-                m *= ishape[d]
             D[D_SPAN + 4 + k] = m
     if T[row, R_NIN] < 2:
         D[D_W1] = 0

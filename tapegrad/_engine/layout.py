@@ -203,7 +203,8 @@ D_N = 0          # elements in the index space
 D_ND = 1
 D_FLAT = 2       # every operand contiguous over the index space
 D_BSCAL = 3      # b is the Python scalar (stored at D_SCAL in the operands' dtype)
-D_W0 = 4         # backward: input 0 wants a gradient
+D_W0 = 4         # backward: input 0 wants a gradient: 1 add into its buffer, 2 write it
+                 # (the loop is the first writer of an unzeroed buffer)
 D_W1 = 5
 D_ADDR = 8       # 8..13: addresses of A, B, O, G, GA, GB
 D_SPAN = 14      # 14..19: their extents in elements

@@ -31,6 +31,7 @@ import numpy as np
 from math import erf
 from numpy import log, log1p, sqrt, sign, floor, ceil, rint
 from tapegrad.ops._vmath import exp, sin_, cos_, tanh, sincos_huge    # vectorised
+from tapegrad.ops._vmath import pick
 from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,
                                      D_ADDR, D_SPAN, D_SHAPE, D_ST, D_S, D_S2, K_OK)
 from tapegrad._engine.lowlevel import jit, i64_at, f32_at, f64_at
@@ -153,11 +154,12 @@ def _source(op):
         ops_b.update(ops)
         tgt = "GA" if k == 0 else "GB"
         ops_b[tgt] = 4 + k
-        body += [f"if w{k}:"] + [f"    {x}" for x in r] + [f"    {tgt}[p{tgt} + j * i{tgt}] += {gf}"]
-        fbody += [f"if w{k}:"] + [f"    {x}" for x in fr] + [f"    {tgt}[i] += {gf}"]
-        ubody += [f"if w{k}:"] + [f"    {x}" for x in ur] + [f"    {tgt}u[j] += {gf}"]
+        for lines, rd, mode in ((body, r, "s"), (fbody, fr, "f"), (ubody, ur, "u")):
+            lines += [f"if w{k}:"] + [f"    {x}" for x in rd]
+            lines += [f"    {_grad_write(tgt, mode, k, gf)}"]
     src.append("@jit")
-    src.append("def _bwd_loop(G, A, B, O, GA, GB, w0, w1, st, shape, nd, n, flat, bscal, s, "
+    src.append("def _bwd_loop(G, A, B, O, GA, GB, w0, w1, acc0, acc1, st, shape, nd, n, flat, "
+               "bscal, s, "
                f"s2, zero, one, two, half{big_arg}):")
     src += _nd_loop(ops_b, body, fbody, ubody)
     src.append("")
@@ -196,7 +198,8 @@ def bwd_{ty}(daddr, part):
     s2 = {cast}(f64_at(daddr, DW)[D_S2])
     _bwd_loop(operand_{ty}(D, 3, lo, n), A, operand_{ty}(D, 1, lo, n),
               operand_{ty}(D, 2, lo, n), operand_{ty}(D, 4, lo, n), operand_{ty}(D, 5, lo, n),
-              D[D_W0] != 0, D[D_W1] != 0, st, D[D_SHAPE:D_SHAPE + nd], nd, n,
+              D[D_W0] != 0, D[D_W1] != 0, D[D_W0] == 1, D[D_W1] == 1, st,
+              D[D_SHAPE:D_SHAPE + nd], nd, n,
               D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2, {cast}(0), {cast}(1), {cast}(2),
               {cast}(0.5){big_arg})
     return K_OK
@@ -207,6 +210,13 @@ def bwd_{ty}(daddr, part):
 def _access(arr, mode):
     """An element of array arr in a strided, flat or unit-stride loop body."""
     return {"s": f"{arr}[p{arr} + j * i{arr}]", "f": f"{arr}[i]", "u": f"{arr}u[j]"}[mode]
+
+
+def _grad_write(arr, mode, k, d):
+    """Add d to input k's gradient: into what is there (acc<k>), or into zero when this
+    loop is the buffer's first writer and the engine left it unzeroed (layout.D_W0)."""
+    e = _access(arr, mode)
+    return f"{e} = pick(acc{k}, {e}, zero) + ({d})"
 
 
 _TRIG_INPUT = re.compile(r"\b(sin|cos)\((x[ab])\)")
@@ -273,7 +283,7 @@ def _fused_source(op):
                 lines += [f"{v} = {cast}({e})" for v, e in reverse]
             for k in diff:
                 d = (f"g * {_access(('TA', 'TB')[k], mode)}" if tangent else f"u{'ab'[k]}")
-                lines += [f"if w{k}:", f"    {_access(('GA', 'GB')[k], mode)} += {d}"]
+                lines += [f"if w{k}:", f"    {_grad_write(('GA', 'GB')[k], mode, k, d)}"]
             return lines
 
         ops_b = {"G": 3}
@@ -281,7 +291,8 @@ def _fused_source(op):
         if tangent:
             ops_b.update({("TA", "TB")[k]: k for k in diff})
         src.append("@jit")
-        src.append(f"def _bwd_{ty}(G, TA, TB, GA, GB, w0, w1, st, shape, nd, n, flat):")
+        src.append(f"def _bwd_{ty}(G, TA, TB, GA, GB, w0, w1, acc0, acc1, st, shape, nd, n, "
+                   "flat):")
         src += [f"    {x}" for x in cdefs]
         src += _nd_loop(ops_b, bbody("s"), bbody("f"), bbody("u"), scalar_b=False)
         src.append("")
@@ -313,7 +324,7 @@ def bwd_{ty}(daddr, part):
     lo, n = part_range(D, part)
     nd = D[D_ND]
     st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
-    _bwd_{ty}({bwd_args}, D[D_W0] != 0, D[D_W1] != 0, {tail})
+    _bwd_{ty}({bwd_args}, D[D_W0] != 0, D[D_W1] != 0, D[D_W0] == 1, D[D_W1] == 1, {tail})
     return K_OK
 ''')
     return "\n".join(src)

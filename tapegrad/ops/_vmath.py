@@ -71,6 +71,18 @@ def _select(typingctx, c, a, b):
     return sig, codegen
 
 
+@intrinsic
+def pick(typingctx, c, a, b):
+    """a if c else b for two values of one type, as one LLVM select (no branch, so the
+    loop around it still vectorises; a is not used when c is false)."""
+    if a != b:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.select(*args)
+    return a(types.boolean, a, b), codegen
+
+
 def _fma_of(ty):
     """a * b + c rounded once (llvm.fma; vfmadd on AVX2 machines)."""
     @intrinsic
