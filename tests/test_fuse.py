@@ -366,3 +366,31 @@ def test_training_loop_memory_is_flat_and_matches_eager():
     assert np.mean(lc[-10:]) < 0.5 * np.mean(lc[:10])       # it learned
     for (k, a), (_, b) in zip(me.state_dict().items(), mc.state_dict().items()):
         np.testing.assert_allclose(values(b), values(a), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_infinite_and_nan_constants():
+    """Constants are written into the generated loops: clamp's missing bounds (-inf,
+    inf), an infinite scalar and NaN have no Python literal and must still compile and
+    give eager values."""
+    x = tg.tensor(RNG.standard_normal(6), requires_grad=True)
+
+    def f(x):
+        y = (x.clamp(None, 0.5) * 2.0).exp() + x.clamp(-0.5, None) * 2.0
+        w = (x * float("-inf")).exp() - 1.0             # 0 - 1 or inf: not backpropagated
+        z = tg.maximum(x, x * float("nan")) + 1.0       # NaN propagates, as in PyTorch
+        y.sum().backward()
+        return y, w, z
+
+    cf = tg.compile(f)
+    with strict():
+        for _ in range(2):
+            x.grad = None
+            rc = [values(v) for v in cf(x)]
+    gc_ = values(x.grad)
+    x.grad = None
+    re_ = [values(v) for v in f(x)]
+    for a, b in zip(rc, re_):
+        np.testing.assert_array_equal(a, b)
+    assert np.isnan(rc[2]).all() and np.isinf(rc[1]).any()
+    np.testing.assert_allclose(gc_, values(x.grad), rtol=1e-14)
+    assert len(fused(cf)) == 3

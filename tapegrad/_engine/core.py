@@ -688,11 +688,12 @@ def call_ew(C, fn):
 
 
 @jit
-def _grad_for_write(C, r, k, dense):
+def grad_for_write(C, r, k, dense):
     """(address, fresh) of the buffer input k's gradient goes into. fresh: it was made now,
-    unzeroed, for a loop that writes every element of it (dense: the input has the loop's
-    size, no broadcast), which then writes rather than adds (D_W0 == 2): no memset, no
-    read-modify-write. Otherwise edge_grad_addr's zeroed or existing buffer."""
+    unzeroed, for a kernel that writes every element of it once (dense), which then
+    writes rather than adds (an elementwise loop with D_W0 == 2, a GEMM with its output
+    argument): no memset, no read-modify-write. Otherwise edge_grad_addr's zeroed or
+    existing buffer."""
     T = tape_of(C)
     M = meta_of(C)
     S = stor_of(C)
@@ -762,7 +763,7 @@ def ew_backward_prep(C, row):
         m = 1
         for d in range(ni):
             m *= ishape[d]
-        g, fresh = _grad_for_write(C, row, k, m == n)
+        g, fresh = grad_for_write(C, row, k, m == n)
         if g != 0:
             D[D_W0 + k] = 2 if fresh else 1
             aligned_contiguous_strides(ni, ishape, nd, shape,

@@ -222,6 +222,16 @@ def _grad_write(arr, mode, k, d):
 _TRIG_INPUT = re.compile(r"\b(sin|cos)\((x[ab])\)")
 
 
+def _literal(bits):
+    """Source text of the float64 whose bits are given (inf and NaN have no literal)."""
+    v = float(np.int64(bits).view(np.float64))
+    if v != v:
+        return "np.nan"
+    if v in (np.inf, -np.inf):
+        return "np.inf" if v > 0 else "-np.inf"
+    return repr(v)
+
+
 def _trig_path(e, big):
     """sin(x) -> sin_(big, x): the fast polynomial or (big) libm for every element."""
     return _TRIG_INPUT.sub(rf"\1_({big}, \2)", e)
@@ -248,8 +258,7 @@ def _fused_source(op):
         # constants, not arguments: a condition on them must fold when the loop compiles
         cdefs = [f"{nm} = {cast}({v})" for nm, v in
                  (("zero", 0), ("one", 1), ("two", 2), ("half", 0.5))]
-        cdefs += [f"c{k} = {cast}({float(np.int64(b).view(np.float64))!r})"
-                  for k, b in enumerate(consts)]
+        cdefs += [f"c{k} = {cast}({_literal(b)})" for k, b in enumerate(consts)]
         for big in ((False, True) if trig else (False,)):
             def fbody(mode):
                 lines = [f"xa = {_access('A', mode)}"]

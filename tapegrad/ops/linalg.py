@@ -13,7 +13,7 @@ from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_
                               IN_SAVED, R_ODTYPE, IW, E_DTYPE, E_SHAPE)
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
-                            edge_grad_addr, input_shape, contiguous_strides)
+                            grad_for_write, input_shape, contiguous_strides)
 from .reduce import numel, _advance_skipping
 from .registry import OpDef, register
 
@@ -212,9 +212,10 @@ def matmul_fwd(caddr, row):
 
 @jit
 def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
-                  ars, acs, brs, bcs, want_a, want_b):
+                  ars, acs, brs, bcs, want_a, want_b, a_fresh, b_fresh):
     """GA += G @ B^T and GB += A^T @ G, batch by batch (a broadcast batch dim has stride 0
-    in the gradient buffer, so its contributions add up)."""
+    in the gradient buffer, so its contributions add up). A fresh buffer (grad_for_write:
+    one batch per block) is the GEMM's output instead."""
     idx = np.zeros(bshape.shape[0], np.int64)
     b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
     for bi in range(numel(bshape)):
@@ -223,13 +224,23 @@ def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
         G = _c_view(PG, bi * n * m, n, m)
         if want_a:
             GA = _c_view(PGA, oga, n, k)
+            # (one np.dot per layout of B^T: a variable holding either would be typed
+            # 'A' layout, which np.dot does not hand to the BLAS)
             if b_is_f:                          # B^T is C-ordered in memory
-                GA += np.dot(G, _c_view(PB, ob, m, k))
+                if a_fresh:
+                    np.dot(G, _c_view(PB, ob, m, k), GA)
+                else:
+                    GA += np.dot(G, _c_view(PB, ob, m, k))
+            elif a_fresh:
+                np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T, GA)
             else:
                 GA += np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T)
         if want_b:
             GB = _c_view(PGB, ogb, k, m)
-            GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
+            if b_fresh:
+                np.dot(_as_c(PA, oa, n, k, ars, acs).T, G, GB)
+            else:
+                GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
         _advance_skipping(idx, bshape, -1)
 
 
@@ -238,13 +249,14 @@ def matmul_bwd(caddr, row):
     T = tape_of(C)
     a = T[row, R_IN + IN_SAVED]           # saved only when b requires grad
     b = T[row, R_IN + IW + IN_SAVED]      # saved only when a requires grad
-    ga = edge_grad_addr(C, row, 0)
-    gb = edge_grad_addr(C, row, 1)
     ab, asb, n, k, ars, acs = _operand_of(C, row, 0, True)
     bb, bsb, k2, m, brs, bcs = _operand_of(C, row, 1, False)
+    bshape, ok = _bcast(ab, bb)
+    # dense: the operand has every batch of the broadcast (each block written once)
+    ga, a_fresh = grad_for_write(C, row, 0, numel(ab) == numel(bshape))
+    gb, b_fresh = grad_for_write(C, row, 1, numel(bb) == numel(bshape))
     pa = data_addr(C, a) if a >= 0 else 0
     pb = data_addr(C, b) if b >= 0 else 0
-    bshape, ok = _bcast(ab, bb)
     sa = _aligned(bshape, ab, asb)
     sb = _aligned(bshape, bb, bsb)
     sga = _aligned(bshape, ab, _contig_batch_strides(ab, n * k))
@@ -267,14 +279,16 @@ def matmul_bwd(caddr, row):
                       carray(ptr_f32(g), (no,)),
                       carray(ptr_f32(ga), (nga if ga else 0,)),
                       carray(ptr_f32(gb), (ngb if gb else 0,)),
-                      bshape, sa, sb, sga, sgb, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0)
+                      bshape, sa, sb, sga, sgb, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0,
+                      a_fresh, b_fresh)
     else:
         _matmul_grads(carray(ptr_f64(pa), (na if pa else 0,)),
                       carray(ptr_f64(pb), (nbb if pb else 0,)),
                       carray(ptr_f64(g), (no,)),
                       carray(ptr_f64(ga), (nga if ga else 0,)),
                       carray(ptr_f64(gb), (ngb if gb else 0,)),
-                      bshape, sa, sb, sga, sgb, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0)
+                      bshape, sa, sb, sga, sgb, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0,
+                      a_fresh, b_fresh)
     return K_OK
 
 

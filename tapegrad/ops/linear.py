@@ -13,7 +13,7 @@ from .._engine.layout import K_OK, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, E_DTYPE, 
     R_IN, IN_SAVED, IW, R_ODTYPE, R_OSHAPE
 from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
-                            edge_grad_addr, is_contiguous, input_shape)
+                            edge_grad_addr, grad_for_write, is_contiguous, input_shape)
 from .registry import OpDef, register
 
 _M = __name__
@@ -37,13 +37,21 @@ def _column_sums(G, GB):
 
 
 @jit
-def _backward(G, X, W, GX, GW, GB):
+def _backward(G, X, W, GX, GW, GB, x_fresh, w_fresh):
+    """Fresh gradient buffers (grad_for_write) are the GEMMs' outputs; others add the
+    product in."""
     if GB.shape[0]:
         _column_sums(G, GB)
     if GX.shape[0]:
-        GX += np.dot(G, W)
+        if x_fresh:
+            np.dot(G, W, GX)
+        else:
+            GX += np.dot(G, W)
     if GW.shape[0]:
-        GW += np.dot(G.T, X)
+        if w_fresh:
+            np.dot(G.T, X, GW)
+        else:
+            GW += np.dot(G.T, X)
 
 
 @jit
@@ -99,17 +107,17 @@ def linear_bwd(caddr, row):
     x = T[row, R_IN + IW + IN_SAVED]             # saved when the weight wants a gradient
     w = T[row, R_IN + 2 * IW + IN_SAVED]         # saved when the input wants one
     gb = edge_grad_addr(C, row, 0)
-    gx = edge_grad_addr(C, row, 1)
-    gw = edge_grad_addr(C, row, 2)
+    gx, x_fresh = grad_for_write(C, row, 1, True)
+    gw, w_fresh = grad_for_write(C, row, 2, True)
     g = row_grad_addr(C, row, 0)
     px = data_addr(C, x) if x >= 0 and gw != 0 else 0
     pw = data_addr(C, w) if w >= 0 and gx != 0 else 0
     if T[row, R_ODTYPE] == F32:
         _backward(_mat32(g, n, m), _mat32(px, n, k), _mat32(pw, m, k), _mat32(gx, n, k),
-                  _mat32(gw, m, k), carray(ptr_f32(gb), (m if gb else 0,)))
+                  _mat32(gw, m, k), carray(ptr_f32(gb), (m if gb else 0,)), x_fresh, w_fresh)
     else:
         _backward(_mat64(g, n, m), _mat64(px, n, k), _mat64(pw, m, k), _mat64(gx, n, k),
-                  _mat64(gw, m, k), carray(ptr_f64(gb), (m if gb else 0,)))
+                  _mat64(gw, m, k), carray(ptr_f64(gb), (m if gb else 0,)), x_fresh, w_fresh)
     return K_OK
 
 
