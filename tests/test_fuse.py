@@ -39,6 +39,23 @@ class strict(warnings.catch_warnings):
         warnings.simplefilter("error", tg.CompileWarning)
 
 
+def replayed_like_eager(f, x):
+    """Replays f(x) (which calls backward and returns tensors): its results bitwise and
+    x's gradient to round-off the eager ones. Returns the compiled f and its results."""
+    cf = tg.compile(f)
+    with strict():
+        for _ in range(2):
+            x.grad = None
+            rc = [values(v) for v in cf(x)]
+    gc_ = values(x.grad)
+    x.grad = None
+    re_ = [values(v) for v in f(x)]
+    for a, b in zip(rc, re_):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(gc_, values(x.grad), rtol=1e-14)
+    return cf, rc
+
+
 def chain(x):
     return (tg.sin(x) * tg.exp(x) + x ** 2).sum()
 
@@ -203,17 +220,7 @@ def test_intermediates_seen_elsewhere_are_not_fused_away():
         y.backward()
         return t, u, y
 
-    cf = tg.compile(f)
-    with strict():
-        for _ in range(2):
-            x.grad = None
-            rc = [values(v) for v in cf(x)]
-    gc_ = values(x.grad)
-    x.grad = None
-    re_ = [values(v) for v in f(x)]
-    for a, b in zip(rc, re_):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(gc_, values(x.grad), rtol=1e-14)
+    cf, rc = replayed_like_eager(f, x)
     groups = fused(cf)
     assert ("sin", "mul") in groups
     assert all("exp" not in g for g in groups)
@@ -381,16 +388,6 @@ def test_infinite_and_nan_constants():
         y.sum().backward()
         return y, w, z
 
-    cf = tg.compile(f)
-    with strict():
-        for _ in range(2):
-            x.grad = None
-            rc = [values(v) for v in cf(x)]
-    gc_ = values(x.grad)
-    x.grad = None
-    re_ = [values(v) for v in f(x)]
-    for a, b in zip(rc, re_):
-        np.testing.assert_array_equal(a, b)
+    cf, rc = replayed_like_eager(f, x)
     assert np.isnan(rc[2]).all() and np.isinf(rc[1]).any()
-    np.testing.assert_allclose(gc_, values(x.grad), rtol=1e-14)
     assert len(fused(cf)) == 3
