@@ -10,8 +10,8 @@ from .layout import *  # noqa: F401,F403  (column names are the vocabulary of th
 from .threads import split_call
 from .lowlevel import (jit, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
                        err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
-                       f64_at, i64_at, u8_at, call_kernel, call_native_i2, c_malloc, c_calloc,
-                       c_free)
+                       f64_at, i64_at, u8_at, call_kernel, call_native_i2, call_native_i4,
+                       c_malloc, c_calloc, c_free)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -647,15 +647,23 @@ def ew_forward_prep(C, row, a, b):
 
 
 @jit
-def _tangent_prep(C, row, ids, record, diff, ntan):
+def tangent_entry(caddr, row, bits, ntan):
     """A fused op's forward writes d out / d input k into operand slots 4 + k (laid out
-    like the output) for each input k that requires grad, when the row is recorded; the
-    storage belongs to the row (R_TAN), like a saved tensor."""
+    like the output) for each input k that requires grad, when the row is recorded
+    (bits & 1; bits >> 1: the op's differentiable inputs); the storage belongs to the row
+    (R_TAN), like a saved tensor. op_entry calls this through C_TANGENT: compiled into it,
+    these lines cost seconds of every cold start, for replays that fuse."""
+    C = ctx_of(caddr)
     D = desc_of(C)
     D[D_W0] = 0
     D[D_W1] = 0
-    if not record:
+    if not bits & 1:
         return 0
+    diff = bits >> 1
+    T = tape_of(C)
+    ids = np.empty(2, np.int64)
+    for k in range(2):
+        ids[k] = T[row, R_IN + k * IW + IN_ID]
     M = meta_of(C)
     S = stor_of(C)
     n = D[D_N]
@@ -667,12 +675,17 @@ def _tangent_prep(C, row, ids, record, diff, ntan):
         decref(C, KIND_META, o)
         return E_NOMEM
     S[sid, S_REFS] = 1
-    tape_of(C)[row, R_TAN] = sid
+    T[row, R_TAN] = sid
     for k in range(ntan):
-        D[D_W0 + k] = ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & FL_REQ != 0
+        want = 0
+        if ids[k] >= 0 and (diff >> k) & 1:
+            if M[ids[k], M_FLAGS] & FL_REQ:
+                want = 1
+        D[D_W0 + k] = want
         D[D_ADDR + 4 + k] = S[sid, S_ADDR] + k * n * isz
         D[D_SPAN + 4 + k] = n
-        D[D_ST + (4 + k) * MAXD:D_ST + (5 + k) * MAXD] = D[D_ST + 2 * MAXD:D_ST + 3 * MAXD]
+        for d in range(MAXD):       # (a loop: a slice copy costs seconds of compile here)
+            D[D_ST + (4 + k) * MAXD + d] = D[D_ST + 2 * MAXD + d]
     return 0
 
 
@@ -778,7 +791,8 @@ def ew_backward_prep(C, row):
         for k in range(T[row, R_NIN]):
             D[D_ADDR + k] = stor_of(C)[sid, S_ADDR] + k * n * isz
             D[D_SPAN + k] = n
-            D[D_ST + k * MAXD:D_ST + (k + 1) * MAXD] = D[D_ST + 3 * MAXD:D_ST + 4 * MAXD]
+            for d in range(MAXD):
+                D[D_ST + k * MAXD + d] = D[D_ST + 3 * MAXD + d]
         if T[row, R_NIN] < 2:
             D[D_ADDR + 1] = 0
         D[D_ADDR + 2] = 0
@@ -898,6 +912,10 @@ def op_entry(caddr, op, a, b, s, flags):
         err_of(C)[0] = op
         err_of(C)[1] = slot - op * NKSLOT
         return E_NEED_KERNEL
+    if info[op, O_TANGENT] > 0 and C[C_TANGENT] == 0:
+        err_of(C)[0] = op
+        err_of(C)[1] = KSLOT_TANGENT
+        return E_NEED_KERNEL
     diff = info[op, O_DIFF]
     grad_on = (flags & 1) != 0
     inplace = (flags & 2) != 0
@@ -956,7 +974,8 @@ def op_entry(caddr, op, a, b, s, flags):
             outs_of(C)[0] = st
             C[C_NOUTS] = 1
             if info[op, O_TANGENT] > 0:
-                st = _tangent_prep(C, r, ids, record, diff, info[op, O_TANGENT])
+                st = call_native_i4(C[C_TANGENT], caddr, r, (1 if record else 0) | (diff << 1),
+                                    info[op, O_TANGENT])
             if st >= 0:
                 st = call_ew(C, fwd)
     else:

@@ -130,7 +130,8 @@ C_WORKER = 47                 # elementwise loops on threads (see threads.py): t
 C_NTHREADS = 39               #   address (0: one thread), the thread count, and the fewest
 C_PAR_MIN = 18                #   elements worth a thread
 C_NSPLIT = 20                 # loops split so far (a counter the tests read)
-NCTX = 48
+C_TANGENT = 48                # address of tangent_entry, compiled when a fused op first runs
+NCTX = 56
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------
 EV_BIRTH = 1      # [EV_BIRTH, id]: a tensor id was made (by anything)
@@ -165,6 +166,7 @@ SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW, KIND_PY = 0, 1, 2   # KIND_PY: autograd.Function, backward in Python
 NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
 KSLOT_CLONE = -1  # E_NEED_KERNEL with err[1] == this: compile clone_entry (see C_CLONE)
+KSLOT_TANGENT = -2  # ... tangent_entry (see C_TANGENT)
 
 # op_entry flags
 OPF_GRAD = 1        # grad mode is on

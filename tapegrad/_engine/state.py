@@ -225,6 +225,10 @@ class Engine:
         if code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_CLONE:
             with kernel_cache(engine=True):
                 self.ctx[L.C_CLONE] = native_address(core.clone_entry, "int64(int64, int64)")
+        elif code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_TANGENT:
+            with kernel_cache(engine=True):
+                self.ctx[L.C_TANGENT] = native_address(
+                    core.tangent_entry, "int64(int64, int64, int64, int64)")
         elif code == L.E_NEED_KERNEL:
             self.load_kernels(int(self.err[0]), int(self.err[1]))
         elif code == L.E_GROW_META:
