@@ -302,7 +302,7 @@ def test_fuse_false_keeps_every_op():
     assert fused(cf) == []
 
 
-def test_threads_give_the_same_fused_values(monkeypatch):
+def test_threads_give_the_same_fused_values():
     """Fused loops split across threads like any flat elementwise loop: bitwise the same
     values and gradients for 1 and 3 threads."""
     old_min, old_n = int(E.ctx[L.C_PAR_MIN]), tg.get_num_threads()

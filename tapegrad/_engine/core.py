@@ -709,25 +709,18 @@ def grad_for_write(C, r, k, dense):
     existing buffer."""
     T = tape_of(C)
     M = meta_of(C)
-    S = stor_of(C)
     base = R_IN + k * IW
     pr = T[r, base + IN_ROW]
     t = T[r, base + IN_T]
     if dense and pr >= 0 and T[pr, R_GBUF] < 0 and T[pr, R_NOUT] == 1:
-        sid = stor_new(C, out_numel(T, pr) * itemsize(T[pr, R_ODTYPE]), False)
-        if sid < 0:
+        if not new_row_gbuf(C, pr, False):
             return 0, False
-        S[sid, S_REFS] = 1
-        T[pr, R_GBUF] = sid
-        return S[sid, S_ADDR], True
+        return stor_of(C)[T[pr, R_GBUF], S_ADDR], True
     if (dense and pr < 0 and t >= 0 and C[C_MODE] == MODE_BACKWARD
             and not M[t, M_FLAGS] & FL_HOOK and M[t, M_GRAD] < 0):
-        nd = M[t, M_NDIM]
-        g = meta_contiguous(C, M[t, M_DTYPE], nd, M[t, M_SHAPE:M_SHAPE + nd], False)
+        g = new_leaf_grad(C, t, False)
         if g < 0:
             return 0, False
-        M[g, M_REFS] = 1
-        M[t, M_GRAD] = g
         return data_addr(C, g), True
     return edge_grad_addr(C, r, k), False
 
@@ -1077,17 +1070,35 @@ def out_numel(T, r):
 def row_grad_addr(C, r, k):
     """Address of the gradient of output k of row r (allocated zeroed on first use)."""
     T = tape_of(C)
-    S = stor_of(C)
     dt = T[r, R_ODTYPE]
     n = out_numel(T, r)
-    sid = T[r, R_GBUF]
+    if T[r, R_GBUF] < 0 and not new_row_gbuf(C, r, True):
+        return 0
+    return stor_of(C)[T[r, R_GBUF], S_ADDR] + k * n * itemsize(dt)
+
+
+@jit
+def new_row_gbuf(C, r, zero):
+    """Make row r's gradient storage (all its outputs); False when out of memory."""
+    T = tape_of(C)
+    sid = stor_new(C, out_numel(T, r) * T[r, R_NOUT] * itemsize(T[r, R_ODTYPE]), zero)
     if sid < 0:
-        sid = stor_new(C, n * T[r, R_NOUT] * itemsize(dt), True)
-        if sid < 0:
-            return 0
-        S[sid, S_REFS] = 1
-        T[r, R_GBUF] = sid
-    return S[sid, S_ADDR] + k * n * itemsize(dt)
+        return False
+    stor_of(C)[sid, S_REFS] = 1
+    T[r, R_GBUF] = sid
+    return True
+
+
+@jit
+def new_leaf_grad(C, t, zero):
+    """Make leaf t's .grad tensor; its id, or < 0 when out of memory."""
+    M = meta_of(C)
+    nd = M[t, M_NDIM]
+    g = meta_contiguous(C, M[t, M_DTYPE], nd, M[t, M_SHAPE:M_SHAPE + nd], zero)
+    if g >= 0:
+        M[g, M_REFS] = 1
+        M[t, M_GRAD] = g
+    return g
 
 
 @jit
@@ -1110,12 +1121,9 @@ def leaf_grad_addr(C, t):
         return S[sid, S_ADDR]
     g = M[t, M_GRAD]
     if g < 0:
-        nd = M[t, M_NDIM]
-        g = meta_contiguous(C, dt, nd, M[t, M_SHAPE:M_SHAPE + nd], True)
+        g = new_leaf_grad(C, t, True)
         if g < 0:
             return 0
-        M[g, M_REFS] = 1
-        M[t, M_GRAD] = g
     else:
         bump_version(C, g)
     return data_addr(C, g)

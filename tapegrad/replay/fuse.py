@@ -30,6 +30,7 @@ import re
 
 from .._engine import layout as L
 from ..ops.registry import OPS, BY_NAME, OpDef, register, fill_opinfo
+from ..ops._codegen import _trig
 from . import _run as X
 
 MAX_MEMBERS = 16
@@ -70,9 +71,9 @@ class _Group:
             ins = code[m]
             for k, s in enumerate(ins[3:5]):
                 if s < 0 or s in temps:
-                    if k == 0 and s in temps and _TRIG.search(" ".join(
-                            f for f in [OPS[ins[2]].forward] + list(OPS[ins[2]].grads) if f)):
-                        self.ok = False     # sin/cos of an intermediate: see _spec's big
+                    if k == 0 and s in temps and _trig(OPS[ins[2]])[0]:
+                        self.ok = False     # sin/cos of an intermediate: no scan for huge
+                                            # arguments can see it before the loop
                     continue
                 if s not in self.ext:
                     self.ext.append(s)
