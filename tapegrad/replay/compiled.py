@@ -175,8 +175,8 @@ class CompiledFunction:
                 i = a._i
                 m = meta[i].tolist()
                 nd = m[2]                                   # M_NDIM, then dtype, flags, row
-                parts.append((tuple(m[_SHAPE:_SHAPE + nd]), m[3], m[4] & _REQ, m[5] < 0,
-                              tuple(m[_STRIDE:_STRIDE + nd])))
+                parts.append((tuple(m[_SHAPE:_SHAPE + nd]), m[3], m[4] & _GUARDED_FLAGS,
+                              m[5] < 0, tuple(m[_STRIDE:_STRIDE + nd])))
                 ids.append(i)
             else:
                 parts.append(_part(a))
@@ -294,7 +294,8 @@ class CompiledFunction:
 
 _MISSING = object()
 _ONE = ("t", 0)         # the return spec of a function returning one tensor
-_SHAPE, _STRIDE, _REQ = L.M_SHAPE, L.M_STRIDE, L.FL_REQ | L.FL_HOOK
+_SHAPE, _STRIDE = L.M_SHAPE, L.M_STRIDE
+_GUARDED_FLAGS = L.FL_REQ | L.FL_HOOK     # an argument's requires_grad and whether it has hooks
 _SCALARS = (int, float, bool, str, bytes, type(None), complex)
 
 
