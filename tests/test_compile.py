@@ -462,13 +462,16 @@ def test_guard_argument_shape_dtype_and_back():
     assert len(f.plans) == 3
 
 
+def _square_sum_backward(x):
+    """(x * x).sum(), backpropagated when it requires grad."""
+    y = (x * x).sum()
+    if y.requires_grad:
+        y.backward()
+    return y
+
+
 def test_guard_argument_requires_grad_and_is_leaf():
-    def fn(x):
-        y = (x * x).sum()
-        if y.requires_grad:
-            y.backward()
-        return y
-    f = compile_(fn)
+    f = compile_(_square_sum_backward)
     rng = np.random.default_rng(1)
 
     def arg(kind):
@@ -859,6 +862,83 @@ def test_same_tensor_passed_twice_then_two_tensors():
     with no_break():
         assert_same(fn(a, a), f(a, a))
         assert_same(fn(a, b), f(a, b))
+
+
+def test_alternating_argument_shapes_find_their_own_plans():
+    # a call first tries the last replayed plan (its argument guards are checked in the
+    # compiled call); a miss there must find the other plan, not record again
+    f = compile_(lambda x, w: ((x * w).sum(1) ** 2).mean())
+    rng = np.random.default_rng(5)
+    xs = {n: tg.tensor(rng.standard_normal((n, 5)).astype(np.float32)) for n in (4, 7)}
+    w = tg.tensor(rng.standard_normal(5).astype(np.float32))
+    with no_break():
+        for i in range(8):
+            x = xs[(4, 7)[i % 2]]
+            assert_same(((x * w).sum(1) ** 2).mean(), f(x, w))
+    assert f.stats == {"recordings": 2, "replays": 6}
+
+
+def test_same_tensor_twice_alternating_with_two_tensors():
+    def fn(u, v):
+        u.mul_(0.5)             # with u is v, v sees the write
+        return (u * v).sum()
+    f = compile_(fn)
+    rng = np.random.default_rng(6)
+    vals = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    a, b = tg.tensor(vals[0]), tg.tensor(vals[1])
+    ea, eb = tg.tensor(vals[0]), tg.tensor(vals[1])
+    with no_break():
+        for pair, eager_pair in [((a, a), (ea, ea)), ((a, b), (ea, eb))] * 3:
+            assert_same(fn(*eager_pair), f(*pair))
+            assert_same(eager_pair[0], pair[0])
+    assert f.stats == {"recordings": 2, "replays": 4}
+
+
+def test_requires_grad_of_the_same_argument_switched_between_replays():
+    # the same tensor (same id) with other flags: the compiled guard check sees it
+    f = compile_(_square_sum_backward)
+    x = tg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    with no_break():
+        for grad, nrec in [(False, 1), (False, 1), (True, 2), (True, 2), (False, 2),
+                           (True, 2)]:
+            x.requires_grad_(grad)
+            x.grad = None
+            y = f(x)
+            assert f.stats["recordings"] == nrec
+            assert y.requires_grad is grad
+            if grad:
+                assert_same(x.grad, 2 * arr(x))
+            else:
+                assert x.grad is None
+    assert f.stats["replays"] == 4
+
+
+def test_more_tensor_arguments_than_the_last_replay_had():
+    def fn(*xs):
+        out = xs[0] * 1.0
+        for x in xs[1:]:
+            out = out + x
+        return out
+    f = compile_(fn)
+    a, b, c = (tg.tensor([float(v)]) for v in (1, 10, 100))
+    with no_break():
+        for xs, want in [((a, b), 11.0), ((a, b), 11.0), ((a, b, c), 111.0),
+                         ((a, b, c), 111.0), ((a, b), 11.0), ((b,), 10.0)]:
+            assert arr(f(*xs)) == want
+    assert f.stats == {"recordings": 3, "replays": 3}
+
+
+def test_list_member_replaced_between_replays():
+    ws = [tg.tensor([1.0, 2.0, 3.0])]
+    f = compile_(lambda x: (x * ws[0]).sum())
+    x = tg.tensor([1.0, 1.0, 1.0])
+    with no_break():
+        assert arr(f(x)) == 6.0
+        assert arr(f(x)) == 6.0
+        ws[0] = tg.tensor([0.0, 0.0, 5.0])
+        assert arr(f(x)) == 5.0
+        assert arr(f(x)) == 5.0
+    assert f.stats == {"recordings": 2, "replays": 2}
 
 
 def test_manual_zeroing_when_grad_exists():

@@ -9,8 +9,9 @@ use) or until it is handed back to Python as a returned value.
 """
 
 from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS, M_DTYPE,
-                              M_NUMEL, C_META_CAP, C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS, C_PLANK,
-                              E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
+                              M_NUMEL, M_NDIM, M_FLAGS, M_ROW, M_SHAPE, M_STRIDE, MAXD,
+                              C_META_CAP, C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS,
+                              C_PLANK, E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
 from .._engine.lowlevel import (jit, ctx_of, meta_of, iargs_of, outs_of, i64_at,
                                 f64_at, u8_at, call_native_op, call_native_sweep,
                                 call_native_i4, call_native_i2, call_native_new,
@@ -32,10 +33,14 @@ I_IADD = 9      # int64 tensor (contiguous), value: t += value (BatchNorm's batc
 # header H[...]: what a call runs
 H_STEPS, H_NARGS, H_ARGSLOTS, H_ARGIDS, H_NRET, H_RETSLOTS, H_RETIDS, H_RETOWN, \
     H_OPFN, H_SWEEPFN, H_SEEDS, H_NSEEDS, H_STATE, H_PROG, H_NPROG, H_SLOTS, \
-    H_NSLOTS, H_RELEASE, H_DETACH, H_DATA, H_NEW, H_FILL = range(22)
+    H_NSLOTS, H_RELEASE, H_DETACH, H_DATA, H_NEW, H_FILL, H_GUARD = range(23)
 HW = 24
 # (the engine's functions are called through their native addresses, H_OPFN..H_FILL: the
 # executor compiles only its own loop, a few seconds, and never a copy of the engine)
+# argument guards at H[H_GUARD] (0: none): [nargs, flag mask, then per argument GW
+# values: ndim, dtype, flags & mask, is a leaf, shape[MAXD], strides[MAXD], the first
+# argument with the same tensor]: what the plan's guard key says of its arguments
+GW = 5 + 2 * MAXD
 # state S[...]: where a call stopped (a status Python must handle first), so it can resume
 S_STEP, S_PC, S_DETAIL = 0, 1, 2
 
@@ -43,6 +48,7 @@ E_NO_GRAD = -101        # the program reads .grad of a tensor that has none (I_G
 E_OPTIMIZER = -102      # an optimizer kernel refused (S_DETAIL: its status)
 E_OPT_STALE = -103      # the parameters with a gradient are not the recorded ones: Python
                         # runs that group's step eagerly (and the next call records again)
+E_GUARD = -104          # an argument is not what the plan was recorded for: nothing ran
 
 
 @jit
@@ -58,6 +64,33 @@ def _table_stale(C, ids_addr, n, left_addr, nleft):
         if M[left[r], M_GRAD] >= 0:
             return True
     return False
+
+
+@jit
+def _args_match(C, G, argids, steps, nargs):
+    """Whether every step's argument tensors match the guard table."""
+    M = meta_of(C)
+    mask = G[1]
+    for s in range(steps):
+        for j in range(nargs):
+            t = argids[s * nargs + j]
+            g = 2 + j * GW
+            nd = M[t, M_NDIM]
+            if (nd != G[g] or M[t, M_DTYPE] != G[g + 1] or (M[t, M_FLAGS] & mask) != G[g + 2]
+                    or (M[t, M_ROW] < 0) != (G[g + 3] != 0)):
+                return False
+            for d in range(nd):
+                if (M[t, M_SHAPE + d] != G[g + 4 + d]
+                        or M[t, M_STRIDE + d] != G[g + 4 + MAXD + d]):
+                    return False
+            first = j
+            for k in range(j):
+                if argids[s * nargs + k] == t:
+                    first = k
+                    break
+            if first != G[g + 4 + 2 * MAXD]:
+                return False
+    return True
 
 
 @jit
@@ -90,6 +123,10 @@ def run(caddr, haddr):
     nprog = H[H_NPROG]
     step = S[S_STEP]
     pc = S[S_PC]
+    if step == 0 and pc == 0 and H[H_GUARD] != 0:
+        G = i64_at(H[H_GUARD], 2 + nargs * GW)
+        if not _args_match(C, G, argids, H[H_STEPS], nargs):
+            return E_GUARD
     while step < H[H_STEPS]:
         if pc == 0:
             C[C_PLANK] = 0

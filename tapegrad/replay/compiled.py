@@ -13,10 +13,13 @@ import inspect
 import threading
 import warnings
 
+import numpy as np
+
 from .._engine import layout as L
 from .._engine.state import GRAD_MODE, RECORDING, engine
 from ..tensor import Tensor, STRUCTURE, _wrap, _adopt_ref
-from .plan import Program, Runner
+from .plan import Program, Runner, GuardMiss
+from . import _run as X
 from .recorder import Recorder, GraphBreak
 from ..optim.optimizer import Optimizer
 from ..autograd.function import _LEAF_HOOKS
@@ -75,43 +78,51 @@ class CompiledFunction:
         self.eager = None           # the GraphBreak that made this function eager
         self._structure = None      # STRUCTURE[0] when the objects' fingerprint was taken
         self._fingerprint = None
-        self._getters = None
+        self._read_sources = None
         self._last_visible = None
+        self._last = None           # the _LastPlan of the last replay
         self.stats = {"recordings": 0, "replays": 0}
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------ guards
     def _sources(self):
-        """Getters of what the function's code can see: the globals it loads, its closure
-        cells, and bound self."""
+        """A function listing what the function's code can see: bound self, the globals
+        it loads and its closure cells' values."""
         target = inspect.unwrap(self.fn)
-        out = []
+        head = []
         if hasattr(target, "__self__"):
-            obj = target.__self__
-            out.append(lambda obj=obj: obj)
+            head = [target.__self__]
             target = target.__func__
         code = getattr(target, "__code__", None)
         if code is None:
-            return out
+            return lambda: list(head)
         g = getattr(target, "__globals__", {})
-        for name in sorted(_loaded_globals(code)):
-            out.append(functools.partial(g.get, name, _MISSING))
-        for cell in (target.__closure__ or ()):
-            out.append(functools.partial(_cell_value, cell))
-        return out
+        names = sorted(_loaded_globals(code))
+        cells = target.__closure__ or ()
+
+        def read():
+            vals = head + [g.get(n, _MISSING) for n in names]
+            try:
+                return vals + [c.cell_contents for c in cells]
+            except ValueError:              # a cell not bound yet
+                return vals + [_cell_value(c) for c in cells]
+        return read
 
     def _visible(self):
         """Key parts for everything the function can see besides its arguments: numbers by
         value, objects by identity, and one level into plain objects and small containers
         (`trainer.model`, a list of layers). Reused while every value is the same object."""
-        if self._getters is None:
-            self._getters = self._sources()
-        vals = [get() for get in self._getters]
+        if self._read_sources is None:
+            self._read_sources = self._sources()
+        vals = self._read_sources()
         last = self._last_visible
         if last is not None and all(map(operator.is_, vals, last[0])):
-            deep = [_members(v) for v in last[1]]
-            if all(len(a) == len(b) and all(map(operator.is_, a, b))
-                   for a, b in zip(deep, last[2])):
+            for v, ms in zip(last[1], last[2]):
+                now = v if isinstance(v, (list, tuple)) else (
+                    v.values() if isinstance(v, dict) else vars(v).values())
+                if len(now) != len(ms) or not all(map(operator.is_, now, ms)):
+                    break
+            else:
                 return last[3]
         parts = []
         holders, members = [], []
@@ -134,7 +145,7 @@ class CompiledFunction:
         found = []
         seen = set()
         kinds = (Module, Optimizer)
-        values = [get() for get in self._getters] + list(args) + list(kwargs.values())
+        values = self._read_sources() + list(args) + list(kwargs.values())
         for v in values:
             for x in [v] + _members(v):
                 if isinstance(x, kinds) and id(x) not in seen:
@@ -209,24 +220,56 @@ class CompiledFunction:
         with self._lock:
             if self.steps:
                 return self._call_steps(args, kwargs)
-            key, ids = self._key(args, kwargs)
-            plan = self.plans.get(key)
-            if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
-                return self._record(args, kwargs)
+            out = self._replay_last(args) if self._last and not kwargs else None
+            if out is None:
+                key, ids = self._key(args, kwargs)
+                plan = self.plans.get(key)
+                if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
+                    return self._record(args, kwargs)
+                out = plan[0].call1(ids)
+                if out is None:     # (cannot happen: the key matched, so must the table)
+                    return self._record(args, kwargs)
+                self._last = _LastPlan(plan, key, self, len(args),
+                                       len(ids) == len(args) and not kwargs)
+                out = (plan, out)
+            plan, out = out
             runner, spec = plan[0], plan[1]
-            out = runner.call1(ids)
             self.stats["replays"] += 1
             if runner.stale:
-                self._retire(key, runner)
+                self._retire(plan, runner)
         if spec is _ONE:                        # the common case: one returned tensor
             return _wrap(out[0]) if runner.pg.ret_own[0] else _adopt_ref(out[0])
         return _results(runner, spec, out)
 
-    def _retire(self, key, runner):
+    def _replay_last(self, args):
+        """The last plan's replay, when every guard but the arguments' is unchanged (the
+        compiled call checks those): skips building the guard key. None: it does not
+        apply (nothing ran)."""
+        last = self._last
+        if (not last.tensors_only or len(args) != last.nargs or last.hooked or _LEAF_HOOKS
+                or GRAD_MODE[0] != last.grad_mode or self._structure != STRUCTURE[0]
+                or self._fingerprint is not last.fingerprint
+                or self._visible() is not last.visible):
+            return None
+        ids = []
+        for a in args:
+            if not isinstance(a, Tensor):
+                return None
+            ids.append(a._i)
+        runner = last.plan[0]
+        if runner.pg.grad_guards and not runner.grads_match():
+            return None
+        out = runner.call1(ids)
+        return None if out is None else (last.plan, out)
+
+    def _retire(self, plan, runner):
         """A call found the recording out of date (the optimizer's parameters with
         gradients changed): the next call records again."""
         if runner.stale:
-            self.plans.pop(key, None)
+            self._last = None
+            for key, p in list(self.plans.items()):
+                if p is plan:
+                    self.plans.pop(key)
             runner.close()
 
     def _call_steps(self, args, kwargs):
@@ -251,9 +294,12 @@ class CompiledFunction:
                 return out + [self.fn(*a, **kw) for a, kw in steps[1:]]
         runner, spec = plan[0], plan[1]
         if start < k:
-            ids = runner([[t._i for t in _tensor_args(a, kw)] for a, kw in steps[start:]])
+            try:
+                ids = runner([[t._i for t in _tensor_args(a, kw)] for a, kw in steps[start:]])
+            except GuardMiss:   # (cannot happen: the slices share the first one's guards)
+                return out + [self.fn(*a, **kw) for a, kw in steps[start:]]
             self.stats["replays"] += k - start
-            self._retire(key, runner)
+            self._retire(plan, runner)
             out += [_results(runner, spec, row) for row in ids]
         return out
 
@@ -273,7 +319,8 @@ class CompiledFunction:
         except GraphBreak as b:
             self._fall_back(b)
             return result
-        key = self._key(args, kwargs)[0]   # after the step: optimizer state now exists
+        key, ids = self._key(args, kwargs)  # after the step: optimizer state now exists
+        self._last = None
         old = self.plans.pop(key, None)
         if old is not None:
             old[0].close()
@@ -282,14 +329,48 @@ class CompiledFunction:
             self.plans.pop(old)[0].close()
         if spec == ("t", 0):
             spec = _ONE
-        self.plans[key] = (Runner(program), spec, self._held(args, kwargs))
+        runner = Runner(program)
+        runner.set_guard(_arg_guard(ids))
+        self.plans[key] = (runner, spec, self._held(args, kwargs))
         return result
 
     def _fall_back(self, brk):
         self.eager = brk
+        self._last = None
         where = f" at {brk.where}" if brk.where else ""
         warnings.warn(f"tapegrad.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                       f"eagerly: {brk.reason}{where}", CompileWarning, stacklevel=3)
+
+
+class _LastPlan:
+    """The last replayed plan and the guard key parts it was found under that a call
+    can check by identity."""
+    __slots__ = ("plan", "grad_mode", "hooked", "fingerprint", "visible", "nargs",
+                 "tensors_only")
+
+    def __init__(self, plan, key, cf, nargs, tensors_only):
+        self.plan, self.nargs = plan, nargs
+        self.grad_mode, self.hooked = key[0], key[1] is not None
+        self.fingerprint = cf._fingerprint
+        self.visible = cf._last_visible[3]
+        self.tensors_only = tensors_only
+
+
+def _arg_guard(ids):
+    """The argument guard table (tapegrad/replay/_run.py, GW) for the arguments with
+    tensor ids `ids`: what the guard key (_key) says of them, checked natively."""
+    meta = engine().meta
+    g = np.zeros(2 + len(ids) * X.GW, np.int64)
+    g[0], g[1] = len(ids), _GUARDED_FLAGS
+    for j, i in enumerate(ids):
+        m = meta[i]
+        nd = int(m[L.M_NDIM])
+        row = g[2 + j * X.GW:2 + (j + 1) * X.GW]
+        row[:4] = nd, m[L.M_DTYPE], m[L.M_FLAGS] & _GUARDED_FLAGS, m[L.M_ROW] < 0
+        row[4:4 + nd] = m[_SHAPE:_SHAPE + nd]
+        row[4 + L.MAXD:4 + L.MAXD + nd] = m[_STRIDE:_STRIDE + nd]
+        row[4 + 2 * L.MAXD] = ids.index(i)
+    return g
 
 
 _MISSING = object()

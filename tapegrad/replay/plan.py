@@ -228,6 +228,10 @@ class Program:
         return len(self.kinds) - 1
 
 
+class GuardMiss(Exception):
+    """The arguments are not the ones the plan was recorded for; nothing ran."""
+
+
 class Runner:
     """Runs a Program for k steps per call; owns its buffers and its memory plan."""
 
@@ -256,6 +260,11 @@ class Runner:
         self._a1, self._r1, self._s0 = _addr(self._arg1), _addr(self._ret1), _addr(self._noseeds)
         self._arg1_mv = memoryview(self._arg1[0])
         self._ret1_mv = memoryview(self._ret1[0])
+        self._Hmv = None
+        self._one_step = False      # H holds call1's step set-up
+        self._state_mv = memoryview(self.state)
+        self._hyper = [None] * len(program.optim)
+        self.guard = None
         self.plan = None            # memory plan: per allocation (address, bytes, occupancy)
         self.stale = False          # a call found the recording out of date: record again
         self._opt_at = {}           # pc of an I_OPT -> (optimizer, group index)
@@ -284,6 +293,7 @@ class Runner:
         H[X.H_NSLOTS] = len(self.slots)
         for s, w in program.ext:
             self.slots[s] = w._i
+        self._Hmv = memoryview(H)
 
     def grads_match(self):
         """Whether each .grad the recording read before changing any is (or is not) there
@@ -292,22 +302,27 @@ class Runner:
         return all((M[i, L.M_GRAD] >= 0) == has for i, has in self.pg.grad_guards)
 
     def call1(self, ids):
-        """One step with argument tensor ids `ids` (a list); returns the returned ids: the
+        """One step with argument tensor ids `ids` (a list); returns the returned ids, or
+        None when the arguments miss the guard table (nothing ran). The fast branch is the
         path of every replayed call without dropout once the memory plan exists."""
         if self.plan is None or self.pg.rand:
             self._arg1[0, :len(ids)] = ids
-            return self(self._arg1)[0].tolist()
+            try:
+                return self(self._arg1)[0].tolist()
+            except GuardMiss:
+                return None
         a1 = self._arg1_mv
         for j, i in enumerate(ids):
             a1[j] = i
-        for opt, gi, _, h, _ in self.pg.optim:
-            h[:len(opt.hyper)] = opt._hyper(opt.param_groups[gi])
-        H = self.H
-        H[X.H_STEPS] = 1
-        H[X.H_ARGIDS] = self._a1
-        H[X.H_RETIDS] = self._r1
-        H[X.H_SEEDS] = self._s0
-        st = self.state
+        self._write_hyper()
+        if not self._one_step:      # (a k-step call moved them)
+            H = self._Hmv
+            H[X.H_STEPS] = 1
+            H[X.H_ARGIDS] = self._a1
+            H[X.H_RETIDS] = self._r1
+            H[X.H_SEEDS] = self._s0
+            self._one_step = True
+        st = self._state_mv
         st[0] = st[1] = 0
         E = engine()
         c = E.ctx
@@ -316,6 +331,8 @@ class Runner:
             c[L.C_PLANN] = self.plan_n
             try:
                 r = self.run(E.caddr, self.haddr)
+                if r == X.E_GUARD:
+                    return None
                 if r != 0:
                     self._drive(E, r)
             finally:
@@ -323,13 +340,27 @@ class Runner:
                 c[L.C_PLANK] = 0
         return self._ret1_mv.tolist()
 
+    def _write_hyper(self):
+        """Hyper-parameters are read at every call (a scheduler changes them), written
+        to the kernels' table when they changed."""
+        last = self._hyper
+        for k, (opt, gi, _, h, _) in enumerate(self.pg.optim):
+            hp = opt._hyper(opt.param_groups[gi])
+            if hp != last[k]:
+                h[:len(hp)] = hp
+                last[k] = hp
+
+    def set_guard(self, guard):
+        """The argument guard table (see _run.GW) every call checks before it runs."""
+        self.guard = guard
+        self.H[X.H_GUARD] = guard.ctypes.data
+
     def __call__(self, argids):
         """argids: (k, nargs) int64. Returns (k, nret) ids of the returned tensors (owned
         ones carry the reference their wrapper takes)."""
         pg = self.pg
         k = len(argids)
-        for opt, gi, ids, h, _ in pg.optim:      # hyper-parameters are read at every call
-            h[:len(opt.hyper)] = opt._hyper(opt.param_groups[gi])
+        self._write_hyper()
         if k == 1:
             retids = self._ret1
             if argids is not self._arg1:
@@ -356,6 +387,7 @@ class Runner:
     def _run(self, argids, retids, seeds, measure):
         E = engine()
         H = self.H
+        self._one_step = False
         H[X.H_STEPS] = len(argids)
         H[X.H_ARGIDS] = self._a1 if argids is self._arg1 else _addr(argids)
         H[X.H_RETIDS] = self._r1 if retids is self._ret1 else _addr(retids)
@@ -394,6 +426,8 @@ class Runner:
                 r = self.run(E.caddr, self.haddr)
             if r == 0:
                 return
+            if r == X.E_GUARD:
+                raise GuardMiss
             from ..autograd.function import drive
             from ..autograd import _sweep_error
             if r in _RETRY:
