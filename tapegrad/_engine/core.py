@@ -661,9 +661,7 @@ def tangent_entry(caddr, row, bits, ntan):
         return 0
     diff = bits >> 1
     T = tape_of(C)
-    ids = np.empty(2, np.int64)
-    for k in range(2):
-        ids[k] = T[row, R_IN + k * IW + IN_ID]
+    ids = (T[row, R_IN + IN_ID], T[row, R_IN + IW + IN_ID])
     M = meta_of(C)
     S = stor_of(C)
     n = D[D_N]
@@ -913,10 +911,7 @@ def op_entry(caddr, op, a, b, s, flags):
     grad_on = (flags & 1) != 0
     inplace = (flags & 2) != 0
 
-    ids = np.empty(MAXIN, np.int64)
-    ids[0] = a
-    ids[1] = b
-    ids[2] = iargs_of(C)[IA_IN2] if flags & OPF_IN2 else -1
+    ids = (a, b, iargs_of(C)[IA_IN2] if flags & OPF_IN2 else -1)     # (MAXIN of them)
     record = False
     need = 0          # what the gradients of the inputs that require grad will read
     if grad_on:
@@ -932,13 +927,11 @@ def op_entry(caddr, op, a, b, s, flags):
             err_of(C)[0] = op
             err_of(C)[1] = KSLOT_CLONE
             return E_NEED_KERNEL
-    vers = np.zeros(MAXIN, np.int64)      # of what will be saved, before any in-place write
-    if need:
+    r = row_new(C)
+    if need:            # the versions of what will be saved, before any in-place write
         for k in range(MAXIN):
             if ids[k] >= 0 and (need >> k) & 1:
-                vers[k] = version_of(C, ids[k])
-
-    r = row_new(C)
+                T[r, R_IN + k * IW + IN_VER] = version_of(C, ids[k])
     T[r, R_OP] = op
     ia = iargs_of(C)
     for j in range(NIATTR):
@@ -958,7 +951,7 @@ def op_entry(caddr, op, a, b, s, flags):
             row_discard(C, r)
             return E_NOMEM
         M[self_copy, M_REFS] += 1
-        vers[0] = version_of(C, self_copy)
+        T[r, R_IN + IN_VER] = version_of(C, self_copy)
     C[C_INPLACE] = a if inplace else -1
     C[C_NOUTS] = 0
     if ew:
@@ -1018,7 +1011,6 @@ def op_entry(caddr, op, a, b, s, flags):
             if src == self_copy:
                 M[al, M_SRCOP] = M[a, M_SRCOP]
             T[r, base + IN_SAVED] = al
-            T[r, base + IN_VER] = vers[k]
     if self_copy >= 0:
         decref(C, KIND_META, self_copy)
     if b < 0 and need & 2:

@@ -136,18 +136,57 @@ def _batch_offsets(idx, bshape, s0, s1, s2):
 
 
 @jit
+def _matmul_one(PA, PB, PO, oa, ob, oo, n, k, m, ars, acs, brs, bcs):
+    A = _as_c(PA, oa, n, k, ars, acs)
+    O = _c_view(PO, oo, n, m)
+    if _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs):
+        np.dot(A, _c_view(PB, ob, m, k).T, O)   # x @ W.T: W read in place, transposed
+    else:
+        np.dot(A, _as_c(PB, ob, k, m, brs, bcs), O)
+
+
+@jit
 def _matmul_batches(PA, PB, PO, bshape, sa, sb, so, n, k, m, ars, acs, brs, bcs):
     idx = np.zeros(bshape.shape[0], np.int64)
-    b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
     for bi in range(numel(bshape)):
         oa, ob, oo = _batch_offsets(idx, bshape, sa, sb, so)
-        A = _as_c(PA, oa, n, k, ars, acs)
-        O = _c_view(PO, oo, n, m)
-        if b_is_f:                              # x @ W.T: W read in place, transposed
-            np.dot(A, _c_view(PB, ob, m, k).T, O)
-        else:
-            np.dot(A, _as_c(PB, ob, k, m, brs, bcs), O)
+        _matmul_one(PA, PB, PO, oa, ob, oo, n, k, m, ars, acs, brs, bcs)
         _advance_skipping(idx, bshape, -1)
+
+
+@jit
+def _matmul_fwd_2d(C, a, b, dt, nda, ndb):
+    """matmul of matrices and vectors (no batch dims): what nn.Linear and MLPs run, with
+    no batch-shape arrays to allocate."""
+    M = meta_of(C)
+    n, k, ars, acs = _mat(M, a, nda, True)
+    k2, m, brs, bcs = _mat(M, b, ndb, False)
+    if k != k2:
+        return E_SHAPE
+    oshape = np.empty(2, np.int64)
+    ond = 0
+    if nda > 1:
+        oshape[ond] = n
+        ond += 1
+    if ndb > 1:
+        oshape[ond] = m
+        ond += 1
+    out = make_output(C, dt, ond, oshape[:ond])
+    if out < 0:
+        return out
+    na = 1 + (n - 1) * ars + (k - 1) * acs
+    nbb = 1 + (k - 1) * brs + (m - 1) * bcs
+    if dt == F32:
+        _matmul_one(carray(ptr_f32(data_addr(C, a)), (na,)),
+                    carray(ptr_f32(data_addr(C, b)), (nbb,)),
+                    carray(ptr_f32(data_addr(C, out)), (n * m,)),
+                    0, 0, 0, n, k, m, ars, acs, brs, bcs)
+    else:
+        _matmul_one(carray(ptr_f64(data_addr(C, a)), (na,)),
+                    carray(ptr_f64(data_addr(C, b)), (nbb,)),
+                    carray(ptr_f64(data_addr(C, out)), (n * m,)),
+                    0, 0, 0, n, k, m, ars, acs, brs, bcs)
+    return set_outputs1(C, out)
 
 
 @jit
@@ -158,6 +197,36 @@ def _extent(bshape, bstr, r, c, rs, cs):
     return e
 
 
+@jit
+def _mat(M, t, nd, left):
+    """(rows, cols, row stride, col stride) of a matrix or vector operand, as
+    _operand_layout sees it, without building its (empty) batch arrays."""
+    if nd == 1:
+        if left:
+            return 1, M[t, M_SHAPE], 0, M[t, M_STRIDE]
+        return M[t, M_SHAPE], 1, M[t, M_STRIDE], 0
+    return M[t, M_SHAPE], M[t, M_SHAPE + 1], M[t, M_STRIDE], M[t, M_STRIDE + 1]
+
+
+@jit
+def _mat_in(C, row, k, left):
+    """(ndim, rows, cols, row stride, col stride) of input k for its gradient, as
+    _operand_of sees it (the batch dims, when ndim > 2, are not described)."""
+    sv = tape_of(C)[row, R_IN + k * IW + IN_SAVED]
+    M = meta_of(C)
+    if sv >= 0:
+        nd = M[sv, M_NDIM]
+        if nd > 2:
+            return nd, 0, 0, 0, 0
+        r, c, rs, cs = _mat(M, sv, nd, left)
+        return nd, r, c, rs, cs
+    shape = np.empty(MAXD, np.int64)
+    nd = input_shape(C, row, k, shape)
+    if nd == 1:
+        return (1, 1, shape[0], 0, 1) if left else (1, shape[0], 1, 1, 0)
+    return nd, shape[nd - 2], shape[nd - 1], shape[nd - 1], 1
+
+
 def matmul_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
@@ -166,6 +235,8 @@ def matmul_fwd(caddr, row):
     dt = M[a, M_DTYPE]
     if (dt != F32 and dt != F64) or M[b, M_DTYPE] != dt:
         return E_DTYPE
+    if M[a, M_NDIM] <= 2 and M[b, M_NDIM] <= 2:
+        return _matmul_fwd_2d(C, a, b, dt, M[a, M_NDIM], M[b, M_NDIM])
     ab, asb, n, k, ars, acs = _operand(M, a, True)
     bb, bsb, k2, m, brs, bcs = _operand(M, b, False)
     if k != k2:
@@ -211,37 +282,70 @@ def matmul_fwd(caddr, row):
 
 
 @jit
+def _matmul_grads_one(PA, PB, PG, PGA, PGB, oa, ob, og, oga, ogb, n, k, m,
+                      ars, acs, brs, bcs, want_a, want_b, a_fresh, b_fresh):
+    """GA += G @ B^T and GB += A^T @ G for one matrix of the batch. A fresh buffer
+    (grad_for_write) is the GEMM's output instead."""
+    G = _c_view(PG, og, n, m)
+    if want_a:
+        GA = _c_view(PGA, oga, n, k)
+        # (one np.dot per layout of B^T: a variable holding either would be typed 'A'
+        # layout, which np.dot does not hand to the BLAS)
+        if _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs):   # B^T C-ordered
+            if a_fresh:
+                np.dot(G, _c_view(PB, ob, m, k), GA)
+            else:
+                GA += np.dot(G, _c_view(PB, ob, m, k))
+        elif a_fresh:
+            np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T, GA)
+        else:
+            GA += np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T)
+    if want_b:
+        GB = _c_view(PGB, ogb, k, m)
+        if b_fresh:
+            np.dot(_as_c(PA, oa, n, k, ars, acs).T, G, GB)
+        else:
+            GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
+
+
+@jit
 def _matmul_grads(PA, PB, PG, PGA, PGB, bshape, sa, sb, sga, sgb, n, k, m,
                   ars, acs, brs, bcs, want_a, want_b, a_fresh, b_fresh):
-    """GA += G @ B^T and GB += A^T @ G, batch by batch (a broadcast batch dim has stride 0
-    in the gradient buffer, so its contributions add up). A fresh buffer (grad_for_write:
-    one batch per block) is the GEMM's output instead."""
+    """The gradients batch by batch (a broadcast batch dim has stride 0 in the gradient
+    buffer, so its contributions add up; a fresh buffer has one batch per block)."""
     idx = np.zeros(bshape.shape[0], np.int64)
-    b_is_f = _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs)
     for bi in range(numel(bshape)):
         oa, ob, oga = _batch_offsets(idx, bshape, sa, sb, sga)
         ogb = _batch_offsets(idx, bshape, sgb, sgb, sgb)[0]
-        G = _c_view(PG, bi * n * m, n, m)
-        if want_a:
-            GA = _c_view(PGA, oga, n, k)
-            # (one np.dot per layout of B^T: a variable holding either would be typed
-            # 'A' layout, which np.dot does not hand to the BLAS)
-            if b_is_f:                          # B^T is C-ordered in memory
-                if a_fresh:
-                    np.dot(G, _c_view(PB, ob, m, k), GA)
-                else:
-                    GA += np.dot(G, _c_view(PB, ob, m, k))
-            elif a_fresh:
-                np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T, GA)
-            else:
-                GA += np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T)
-        if want_b:
-            GB = _c_view(PGB, ogb, k, m)
-            if b_fresh:
-                np.dot(_as_c(PA, oa, n, k, ars, acs).T, G, GB)
-            else:
-                GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
+        _matmul_grads_one(PA, PB, PG, PGA, PGB, oa, ob, bi * n * m, oga, ogb, n, k, m,
+                          ars, acs, brs, bcs, want_a, want_b, a_fresh, b_fresh)
         _advance_skipping(idx, bshape, -1)
+
+
+@jit
+def _matmul_bwd_2d(C, row, a, b, n, k, m, ars, acs, brs, bcs):
+    ga, a_fresh = grad_for_write(C, row, 0, True)
+    gb, b_fresh = grad_for_write(C, row, 1, True)
+    pa = data_addr(C, a) if a >= 0 else 0
+    pb = data_addr(C, b) if b >= 0 else 0
+    na = 1 + (n - 1) * ars + (k - 1) * acs if pa else 0
+    nbb = 1 + (k - 1) * brs + (m - 1) * bcs if pb else 0
+    g = row_grad_addr(C, row, 0)
+    if tape_of(C)[row, R_ODTYPE] == F32:
+        _matmul_grads_one(carray(ptr_f32(pa), (na,)), carray(ptr_f32(pb), (nbb,)),
+                          carray(ptr_f32(g), (n * m,)),
+                          carray(ptr_f32(ga), (n * k if ga else 0,)),
+                          carray(ptr_f32(gb), (k * m if gb else 0,)),
+                          0, 0, 0, 0, 0, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0,
+                          a_fresh, b_fresh)
+    else:
+        _matmul_grads_one(carray(ptr_f64(pa), (na,)), carray(ptr_f64(pb), (nbb,)),
+                          carray(ptr_f64(g), (n * m,)),
+                          carray(ptr_f64(ga), (n * k if ga else 0,)),
+                          carray(ptr_f64(gb), (k * m if gb else 0,)),
+                          0, 0, 0, 0, 0, n, k, m, ars, acs, brs, bcs, ga != 0, gb != 0,
+                          a_fresh, b_fresh)
+    return K_OK
 
 
 def matmul_bwd(caddr, row):
@@ -249,6 +353,10 @@ def matmul_bwd(caddr, row):
     T = tape_of(C)
     a = T[row, R_IN + IN_SAVED]           # saved only when b requires grad
     b = T[row, R_IN + IW + IN_SAVED]      # saved only when a requires grad
+    nda, n, k, ars, acs = _mat_in(C, row, 0, True)
+    ndb, k2, m, brs, bcs = _mat_in(C, row, 1, False)
+    if nda <= 2 and ndb <= 2:
+        return _matmul_bwd_2d(C, row, a, b, n, k, m, ars, acs, brs, bcs)
     ab, asb, n, k, ars, acs = _operand_of(C, row, 0, True)
     bb, bsb, k2, m, brs, bcs = _operand_of(C, row, 1, False)
     bshape, ok = _bcast(ab, bb)

@@ -13,13 +13,14 @@ import numpy as np
 
 from .._engine.layout import (K_OK, F32, F64, E_DTYPE, E_VALUE, M_DTYPE, M_NDIM, M_SHAPE,
                               M_STRIDE, R_IATTR, R_IN, IW, IN_SAVED, R_ODTYPE,
-                              R_NIN)
+                              R_NIN, M_NUMEL)
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, fattr_of, iargs_of, err_of, \
     f32_at, f64_at, i64_at
 from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, span,
-                            row_grad_addr, edge_grad_addr, out_numel)
+                            is_contiguous, row_grad_addr, edge_grad_addr, out_numel)
 from .index import offsets
 from .along import _read, _write, _accumulate
+from ._vmath import exp          # inlined: libm's exp is a call per logit
 from .registry import OpDef, register
 
 _M = __name__
@@ -32,6 +33,8 @@ MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH = 0, 1, 
 def _values(C, t):
     """t's elements in row-major order, as float64."""
     M = meta_of(C)
+    if is_contiguous(M, t):
+        return _read(M[t, M_DTYPE], data_addr(C, t), M[t, M_NUMEL])
     nd = M[t, M_NDIM]
     off = offsets(M[t, M_SHAPE:M_SHAPE + nd].copy(), M[t, M_STRIDE:M_STRIDE + nd].copy())
     V = np.empty(off.shape[0], np.float64)
@@ -223,7 +226,7 @@ def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W):
                         mx = v
                 s = 0.0
                 for k in range(K):
-                    s += math.exp(X[base + k * D] - mx)
+                    s += exp(X[base + k * D] - mx)
                 lse = mx + math.log(s)
             LSE[i] = lse
             wt = W[c]
@@ -314,9 +317,9 @@ def nll_bwd(caddr, row):
                     mx = v
             s = 0.0
             for k in range(K):
-                s += math.exp(X[base + k * D] - mx)
+                s += exp(X[base + k * D] - mx)
             for k in range(K):
-                p = math.exp(X[base + k * D] - mx) / s
+                p = exp(X[base + k * D] - mx) / s
                 v = (1.0 - eps) * W[c] * (p - (1.0 if k == c else 0.0))
                 if eps > 0.0:
                     v += eps / K * (wsum * p - W[k])
