@@ -44,6 +44,25 @@ def test_float32_error_is_within_one_ulp(name):
     assert _max_ulp(got, fn(x.astype(np.float64))) <= (0.94 if name == "exp" else 0.52)
 
 
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_float32_sin_cos_near_every_multiple_of_half_pi(name):
+    # the hardest arguments of the range reduction: each float32 within 3 ulps of k pi/2
+    # up to 2^23, where sin or cos is near 0 (or near +-1 and flat)
+    k = np.arange(1, int(SINCOS_LIMIT32 / (np.pi / 2)), 7, dtype=np.float64)
+    near = (k * (np.pi / 2)).astype(np.float32)
+    xs = [near]
+    up = down = near
+    for _ in range(3):
+        up = np.nextafter(up, np.float32(np.inf))
+        down = np.nextafter(down, np.float32(-np.inf))
+        xs += [up, down]
+    x = np.concatenate(xs)
+    x = np.concatenate([x, -x])
+    x = x[np.abs(x) < SINCOS_LIMIT32]
+    got = getattr(tg.tensor(x), name)().numpy()
+    assert _max_ulp(got, getattr(np, name)(x.astype(np.float64))) <= 0.52
+
+
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -103.9, -104.0,
                     -200.0, 200.0, 1e-30, -1e-30, 1.5707964, 3.1415927, 1e5, -1e5],
                    np.float32)
