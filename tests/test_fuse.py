@@ -118,6 +118,39 @@ def test_two_inputs_broadcast_and_constants_bitwise_forward():
     assert cf.stats["replays"] == 3
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_selects_ties_and_nan_in_a_broadcast_loop_match_eager(dtype):
+    """maximum/minimum (a tie splits the gradient), leaky_relu, abs and masked-off NaN:
+    the formulas' conditional expressions (and `and`/`or`) become selects in the fused
+    loop, both sides evaluated; x (3, 5) with a broadcast w (5,) runs the unit-stride
+    path of the strided loop."""
+    w = tg.tensor(np.array([0.5, -1.0, 2.0, 0.0, np.nan], dtype), requires_grad=True)
+
+    def f(x):
+        y = (tg.maximum(x, w) - tg.minimum(x, w) * 0.5
+             + tg.nn.functional.leaky_relu(x * w, 0.1)).abs()
+        y.sum().backward()
+        return y
+
+    cf = tg.compile(f)
+    x0 = np.array([[0.5, -1.0, 1.0, 0.0, 3.0], [1.0, -2.0, 2.0, -0.5, 0.0],
+                   [-3.0, 4.0, 2.5, 0.0, 1.0]], dtype)
+    with strict():
+        for k in range(3):
+            xc = tg.tensor(x0 * (k + 1), requires_grad=True)
+            w.grad = None
+            yc = cf(xc)
+            gwc = values(w.grad)
+            xe = tg.tensor(x0 * (k + 1), requires_grad=True)
+            w.grad = None
+            ye = f(xe)
+            np.testing.assert_array_equal(values(yc), values(ye))
+            np.testing.assert_allclose(values(xc.grad), values(xe.grad), rtol=1e-6)
+            np.testing.assert_allclose(gwc, values(w.grad), rtol=1e-6)
+    assert fused(cf) == [("maximum", "minimum", "mul", "sub", "mul", "leaky_relu", "add",
+                          "abs")]
+
+
 def test_gradients_match_finite_differences():
     """A fused op's gradient against central differences of the eager function."""
     x0 = RNG.standard_normal(7)
