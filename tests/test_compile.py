@@ -928,6 +928,23 @@ def test_more_tensor_arguments_than_the_last_replay_had():
     assert f.stats == {"recordings": 3, "replays": 3}
 
 
+def test_closure_variable_bound_after_the_first_call():
+    # reading the closure must survive an unbound cell (the call then fails as eager)
+    def make():
+        def fn(x):
+            return x * scale
+        f = compile_(fn)
+        with pytest.raises(NameError, match="scale"):
+            f(tg.ones(2))
+        scale = 3.0
+        return f
+    f = make()
+    with no_break():
+        assert arr(f(tg.ones(2))).tolist() == [3.0, 3.0]
+        assert arr(f(tg.full((2,), 2.0))).tolist() == [6.0, 6.0]
+    assert f.stats == {"recordings": 2, "replays": 1}
+
+
 def test_list_member_replaced_between_replays():
     ws = [tg.tensor([1.0, 2.0, 3.0])]
     f = compile_(lambda x: (x * ws[0]).sum())

@@ -99,13 +99,24 @@ class CompiledFunction:
         g = getattr(target, "__globals__", {})
         names = sorted(_loaded_globals(code))
         cells = target.__closure__ or ()
+        # one generated list display (every call reads these: no comprehension frames)
+        env = {"_g": g, "_M": _MISSING}
+        items = []
+        for i, h in enumerate(head):
+            env[f"_h{i}"] = h
+            items.append(f"_h{i}")
+        items += [f"_g.get({n!r}, _M)" for n in names]
+        for i, c in enumerate(cells):
+            env[f"_c{i}"] = c
+            items.append(f"_c{i}.cell_contents")
+        fast = eval(f"lambda: [{', '.join(items)}]", env)
 
         def read():
-            vals = head + [g.get(n, _MISSING) for n in names]
             try:
-                return vals + [c.cell_contents for c in cells]
+                return fast()
             except ValueError:              # a cell not bound yet
-                return vals + [_cell_value(c) for c in cells]
+                return head + [g.get(n, _MISSING) for n in names] + [_cell_value(c)
+                                                                     for c in cells]
         return read
 
     def _visible(self):

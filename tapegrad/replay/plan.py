@@ -228,6 +228,9 @@ class Program:
         return len(self.kinds) - 1
 
 
+_C_PLAN, _C_PLANN, _C_PLANK = L.C_PLAN, L.C_PLANN, L.C_PLANK
+
+
 class GuardMiss(Exception):
     """The arguments are not the ones the plan was recorded for; nothing ran."""
 
@@ -262,6 +265,7 @@ class Runner:
         self._ret1_mv = memoryview(self._ret1[0])
         self._Hmv = None
         self._one_step = False      # H holds call1's step set-up
+        self._ctx, self._caddr, self._engine_lock = memoryview(E.ctx), E.caddr, E.lock
         self._state_mv = memoryview(self.state)
         self._hyper = [None] * len(program.optim)
         self.guard = None
@@ -324,20 +328,19 @@ class Runner:
             self._one_step = True
         st = self._state_mv
         st[0] = st[1] = 0
-        E = engine()
-        c = E.ctx
-        with E.lock:
-            c[L.C_PLAN] = self.plan_addr
-            c[L.C_PLANN] = self.plan_n
+        c = self._ctx
+        with self._engine_lock:
+            c[_C_PLAN] = self.plan_addr
+            c[_C_PLANN] = self.plan_n
             try:
-                r = self.run(E.caddr, self.haddr)
+                r = self.run(self._caddr, self.haddr)
                 if r == X.E_GUARD:
                     return None
                 if r != 0:
-                    self._drive(E, r)
+                    self._drive(engine(), r)
             finally:
-                c[L.C_PLANN] = 0
-                c[L.C_PLANK] = 0
+                c[_C_PLANN] = 0
+                c[_C_PLANK] = 0
         return self._ret1_mv.tolist()
 
     def _write_hyper(self):
