@@ -315,10 +315,12 @@ def nll_bwd(caddr, row):
                 if v > mx:
                     mx = v
             s = 0.0
+            for k in range(K):          # (GX holds the exps until their row is done)
+                e = math.exp(X[base + k * D] - mx)
+                GX[base + k * D] = e
+                s += e
             for k in range(K):
-                s += math.exp(X[base + k * D] - mx)
-            for k in range(K):
-                p = math.exp(X[base + k * D] - mx) / s
+                p = GX[base + k * D] / s
                 v = (1.0 - eps) * W[c] * (p - (1.0 if k == c else 0.0))
                 if eps > 0.0:
                     v += eps / K * (wsum * p - W[k])
