@@ -165,46 +165,26 @@ def _source(op):
     src += _nd_loop(ops_b, body, fbody, ubody)
     src.append("")
 
-    # ---- C entry points, one per (direction, dtype): unpack the descriptor, run the loop.
-    # part: 0 for the whole index space, else the address of [lo, hi], a range of a flat
-    # loop that the engine split across threads (_engine/threads.py).
+    # ---- C entry points, one per (direction, dtype): unpack the descriptor (_entry), run
+    # the loop.
     # big: whether some element of a is past the fast sin/cos range. All of a, not just
     # this part (its extent in the storage, which covers a strided view too): every part
     # then takes the same path, and results do not depend on the thread count.
     scan = "\n    big = sincos_huge({ty}_at(D[D_ADDR], D[D_SPAN]))" if trig else ""
     for ty, cast in (("f32", "np.float32"), ("f64", "np.float64")):
         big = scan.format(ty=ty)
-        src.append(f'''
-def fwd_{ty}(daddr, part):
-    D = i64_at(daddr, DW)
-    lo, n = part_range(D, part)
-    A = operand_{ty}(D, 0, lo, n){big}
-    nd = D[D_ND]
-    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
-    s = {cast}(f64_at(daddr, DW)[D_S])
-    s2 = {cast}(f64_at(daddr, DW)[D_S2])
-    _fwd_loop(A, operand_{ty}(D, 1, lo, n), operand_{ty}(D, 2, lo, n), st,
-              D[D_SHAPE:D_SHAPE + nd], nd, n, D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2,
-              {cast}(0), {cast}(1), {cast}(2), {cast}(0.5){big_arg})
-    return K_OK
-
-
-def bwd_{ty}(daddr, part):
-    D = i64_at(daddr, DW)
-    lo, n = part_range(D, part)
-    A = operand_{ty}(D, 0, lo, n){big}
-    nd = D[D_ND]
-    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
-    s = {cast}(f64_at(daddr, DW)[D_S])
-    s2 = {cast}(f64_at(daddr, DW)[D_S2])
-    _bwd_loop(operand_{ty}(D, 3, lo, n), A, operand_{ty}(D, 1, lo, n),
-              operand_{ty}(D, 2, lo, n), operand_{ty}(D, 4, lo, n), operand_{ty}(D, 5, lo, n),
-              D[D_W0] != 0, D[D_W1] != 0, D[D_W0] == 1, D[D_W1] == 1, st,
-              D[D_SHAPE:D_SHAPE + nd], nd, n,
-              D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2, {cast}(0), {cast}(1), {cast}(2),
-              {cast}(0.5){big_arg})
-    return K_OK
-''')
+        pre = (f"A = operand_{ty}(D, 0, lo, n){big}\n    s = {cast}(f64_at(daddr, DW)[D_S])\n"
+               f"    s2 = {cast}(f64_at(daddr, DW)[D_S2])\n    ")
+        consts = f"{cast}(0), {cast}(1), {cast}(2), {cast}(0.5){big_arg}"
+        o1, o2, o3, o4, o5 = (f"operand_{ty}(D, {k}, lo, n)" for k in range(1, 6))
+        fwd = (f"_fwd_loop(A, {o1}, {o2}, st, D[D_SHAPE:D_SHAPE + nd], "
+               f"nd, n, D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2, {consts})")
+        bwd = (f"_bwd_loop({o3}, A, {o1}, {o2}, {o4}, "
+               f"{o5}, D[D_W0] != 0, D[D_W1] != 0, D[D_W0] == 1, D[D_W1] == 1, st, "
+               f"D[D_SHAPE:D_SHAPE + nd], nd, n, D[D_FLAT] != 0, D[D_BSCAL] != 0, s, s2, "
+               f"{consts})")
+        src.append(_entry(f"fwd_{ty}", pre + fwd))
+        src.append(_entry(f"bwd_{ty}", pre + bwd))
     return "\n".join(src)
 
 
@@ -236,6 +216,22 @@ def _literal(bits):
 def _trig_path(e, big):
     """sin(x) -> sin_(big, x): the fast polynomial or (big) libm for every element."""
     return _TRIG_INPUT.sub(rf"\1_({big}, \2)", e)
+
+
+def _entry(name, body):
+    """Source of a C entry point (daddr, part): the descriptor, this part's range, ndim and
+    strides, then body (lines indented once), then K_OK. part: 0 for the whole index
+    space, else the address of [lo, hi], a range of a flat loop that the engine split
+    across threads (_engine/threads.py)."""
+    return f'''
+def {name}(daddr, part):
+    D = i64_at(daddr, DW)
+    lo, n = part_range(D, part)
+    nd = D[D_ND]
+    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
+    {body}
+    return K_OK
+'''
 
 
 class _BranchFree(ast.NodeTransformer):
@@ -373,24 +369,7 @@ def _fused_source(op):
         bcall = f"if {every}:\n        _bwda_{ty}({bargs})"
         if len(diff) > 1:
             bcall += f"\n    else:\n        _bwd_{ty}({bargs})"
-        src.append(f'''
-def fwd_{ty}(daddr, part):
-    D = i64_at(daddr, DW)
-    lo, n = part_range(D, part)
-    nd = D[D_ND]
-    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
-    {call}
-    return K_OK
-
-
-def bwd_{ty}(daddr, part):
-    D = i64_at(daddr, DW)
-    lo, n = part_range(D, part)
-    nd = D[D_ND]
-    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
-    {bcall}
-    return K_OK
-''')
+        src.append(_entry(f"fwd_{ty}", call) + "\n" + _entry(f"bwd_{ty}", bcall))
     return "\n".join(src)
 
 
