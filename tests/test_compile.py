@@ -958,6 +958,61 @@ def test_list_member_replaced_between_replays():
     assert f.stats == {"recordings": 2, "replays": 2}
 
 
+def test_dict_value_and_object_attribute_replaced_between_replays():
+    class Cfg:
+        pass
+    cfg = Cfg()
+    cfg.w = tg.tensor([1.0, 2.0, 3.0])
+    table = {"v": tg.tensor([1.0, 0.0, 0.0])}
+    f = compile_(lambda x: (x * cfg.w + table["v"]).sum())
+    x = tg.tensor([1.0, 1.0, 1.0])
+    with no_break():
+        assert arr(f(x)) == 7.0
+        assert arr(f(x)) == 7.0
+        cfg.w = tg.tensor([0.0, 0.0, 5.0])          # an attribute rebound
+        assert arr(f(x)) == 6.0
+        table["v"] = tg.tensor([0.0, 0.0, 2.0])     # a dict value rebound
+        assert arr(f(x)) == 7.0
+        cfg.extra = 1                                # an attribute added
+        assert arr(f(x)) == 7.0
+        assert arr(f(x)) == 7.0
+    assert f.stats == {"recordings": 4, "replays": 2}
+
+
+def test_two_optimizers_hyperparameters_changed_between_replays():
+    """Each optimizer's group is read on every replayed call (SGD's values by name, Adam's
+    through its own reader): a change to either takes effect at once, as in eager."""
+    res = []
+    for compiled in (False, True):
+        w1 = tg.tensor([1.0, -2.0, 0.5], requires_grad=True)
+        w2 = tg.tensor([0.3, 0.2, -1.0], requires_grad=True)
+        o1 = optim.SGD([w1], lr=0.1, momentum=0.5)
+        o2 = optim.Adam([w2], lr=0.05)
+
+        def step(x):
+            o1.zero_grad()
+            o2.zero_grad()
+            loss = ((x * w1).tanh() * w2).sum()
+            loss.backward()
+            o1.step()
+            o2.step()
+            return loss
+        f = compile_(step) if compiled else step
+        losses = []
+        with no_break():
+            for i in range(6):
+                if i == 2:
+                    o1.param_groups[0]["lr"] = 0.02
+                if i == 4:
+                    o2.param_groups[0]["betas"] = (0.5, 0.9)
+                    o1.param_groups[0]["momentum"] = 0.0
+                losses.append(arr(f(tg.tensor([1.0, 0.5, -1.0]) * (i + 1))).item())
+        if compiled:
+            assert f.stats == {"recordings": 1, "replays": 5}
+        res.append((losses, arr(w1).tolist(), arr(w2).tolist()))
+    assert res[0] == res[1]
+
+
 def test_manual_zeroing_when_grad_exists():
     def make(model):
         def step(x, y):

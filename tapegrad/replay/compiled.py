@@ -80,6 +80,8 @@ class CompiledFunction:
         self._fingerprint = None
         self._read_sources = None
         self._last_visible = None
+        self._same_visible = None   # generated: is the last snapshot still current?
+        self._source_exprs = None
         self._last = None           # the _LastPlan of the last replay
         self.stats = {"recordings": 0, "replays": 0}
         self._lock = threading.RLock()
@@ -95,6 +97,8 @@ class CompiledFunction:
             target = target.__func__
         code = getattr(target, "__code__", None)
         if code is None:
+            self._source_exprs = ([f"_h{i}" for i in range(len(head))],
+                                  {f"_h{i}": h for i, h in enumerate(head)})
             return lambda: list(head)
         g = getattr(target, "__globals__", {})
         names = sorted(_loaded_globals(code))
@@ -110,6 +114,7 @@ class CompiledFunction:
             env[f"_c{i}"] = c
             items.append(f"_c{i}.cell_contents")
         fast = eval(f"lambda: [{', '.join(items)}]", env)
+        self._source_exprs = (items, env)
 
         def read():
             try:
@@ -123,18 +128,15 @@ class CompiledFunction:
         """Key parts for everything the function can see besides its arguments: numbers by
         value, objects by identity, and one level into plain objects and small containers
         (`trainer.model`, a list of layers). Reused while every value is the same object."""
+        if self._same_visible is not None:
+            try:
+                if self._same_visible():
+                    return self._last_visible[3]
+            except ValueError:              # a cell unbound since
+                pass
         if self._read_sources is None:
             self._read_sources = self._sources()
         vals = self._read_sources()
-        last = self._last_visible
-        if last is not None and all(map(operator.is_, vals, last[0])):
-            for v, ms in zip(last[1], last[2]):
-                now = v if isinstance(v, (list, tuple)) else (
-                    v.values() if isinstance(v, dict) else vars(v).values())
-                if len(now) != len(ms) or not all(map(operator.is_, now, ms)):
-                    break
-            else:
-                return last[3]
         parts = []
         holders, members = [], []
         for v in vals:
@@ -146,7 +148,31 @@ class CompiledFunction:
                 parts += [_part(x) for x in ms]
         parts = tuple(parts)
         self._last_visible = (vals, holders, members, parts)
+        self._same_visible = self._unchanged_check(vals, holders, members)
         return parts
+
+    def _unchanged_check(self, vals, holders, members):
+        """A generated function saying whether every source value and every holder's
+        members are still the same objects as in this snapshot (one expression: this
+        runs on every replayed call)."""
+        items, env = self._source_exprs
+        env = dict(env, _all=all, _map=map, _is=operator.is_)
+        terms = []
+        for i, (expr, v) in enumerate(zip(items, vals)):
+            env[f"_v{i}"] = v
+            terms.append(f"{expr} is _v{i}")
+        for j, (h, ms) in enumerate(zip(holders, members)):
+            env[f"_H{j}"], env[f"_ms{j}"] = h, ms
+            if isinstance(h, (list, tuple)):
+                terms.append(f"len(_H{j}) == {len(ms)}")
+                for k, m in enumerate(ms):
+                    env[f"_m{j}_{k}"] = m
+                    terms.append(f"_H{j}[{k}] is _m{j}_{k}")
+            else:
+                d = f"_H{j}" if isinstance(h, dict) else f"_H{j}.__dict__"
+                terms.append(f"len({d}) == {len(ms)} and _all(_map(_is, {d}.values(), "
+                             f"_ms{j}))")
+        return eval(f"lambda: {' and '.join(terms) or 'True'}", env)
 
     def _objects(self, args, kwargs):
         """Modules and optimizers the function can reach (their insides are fingerprinted

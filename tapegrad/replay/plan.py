@@ -21,6 +21,7 @@ from .. import _creation as _CREATION
 from ..ops.registry import OPS
 from .fuse import fuse as fuse_elementwise
 from .recorder import GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD
+from ..optim.optimizer import Optimizer
 
 with kernel_cache():
     from . import _run as X
@@ -231,6 +232,22 @@ class Program:
 _C_PLAN, _C_PLANN, _C_PLANK = L.C_PLAN, L.C_PLANN, L.C_PLANK
 
 
+def _hyper_reader(optim):
+    """A generated function returning every optimizer group's hyper-parameters as a tuple
+    of tuples (read on every replayed call: one expression, no per-group calls where the
+    optimizer reads its group's values by name)."""
+    env, items = {}, []
+    for k, (opt, gi, _, _, _) in enumerate(optim):
+        env[f"_o{k}"] = opt
+        g = f"_o{k}.param_groups[{gi}]"
+        if type(opt)._hyper is Optimizer._hyper:
+            items.append(f"(_g := {g}, (" + "".join(f"_g[{n!r}], " for n in opt.hyper)
+                         + "))[1]")
+        else:
+            items.append(f"tuple(_o{k}._hyper({g}))")
+    return eval(f"lambda: ({''.join(i + ', ' for i in items)})", env)
+
+
 class GuardMiss(Exception):
     """The arguments are not the ones the plan was recorded for; nothing ran."""
 
@@ -267,7 +284,8 @@ class Runner:
         self._one_step = False      # H holds call1's step set-up
         self._ctx, self._caddr, self._engine_lock = memoryview(E.ctx), E.caddr, E.lock
         self._state_mv = memoryview(self.state)
-        self._hyper = [None] * len(program.optim)
+        self._hyper = None          # the hyper-parameters last written
+        self._read_hyper = _hyper_reader(program.optim)
         self.guard = None
         self.plan = None            # memory plan: per allocation (address, bytes, occupancy)
         self.stale = False          # a call found the recording out of date: record again
@@ -346,12 +364,11 @@ class Runner:
     def _write_hyper(self):
         """Hyper-parameters are read at every call (a scheduler changes them), written
         to the kernels' table when they changed."""
-        last = self._hyper
-        for k, (opt, gi, _, h, _) in enumerate(self.pg.optim):
-            hp = opt._hyper(opt.param_groups[gi])
-            if hp != last[k]:
+        hps = self._read_hyper()
+        if hps != self._hyper:
+            for (_, _, _, h, _), hp in zip(self.pg.optim, hps):
                 h[:len(hp)] = hp
-                last[k] = hp
+            self._hyper = hps
 
     def set_guard(self, guard):
         """The argument guard table (see _run.GW) every call checks before it runs."""
