@@ -396,6 +396,52 @@ def test_bce_with_logits_large_logits_stay_finite(pos_weight):
     assert np.isfinite(x.grad.numpy()).all()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("wants", ["x", "y", "both", "same"])
+def test_mse_in_place_reads_equal_the_general_path(dtype, reduction, wants):
+    """mse_loss reads contiguous operands in place; strided ones (transposed views) go
+    through float64 copies. Both must give bitwise the same loss and gradients."""
+    r = rng(7)
+    xn = r.standard_normal((5, 3)).astype(dtype)
+    yn = r.standard_normal((5, 3)).astype(dtype)
+    out = []
+    for strided in (False, True):
+        def leaf(a, grad):
+            if strided:     # a leaf holding the transpose, seen through .t(): not contiguous
+                base = tg.tensor(a.T.copy(), requires_grad=grad)
+                return base, base.t()
+            t = tg.tensor(a, requires_grad=grad)
+            return t, t
+        bx, x = leaf(xn, wants in ("x", "both", "same"))
+        by, y = leaf(yn, wants in ("y", "both"))
+        if wants == "same":
+            by, y = bx, x
+        assert x.is_contiguous() != strided
+        loss = F.mse_loss(x, y, reduction=reduction)
+        loss.backward()
+        grads = [None if b.grad is None else
+                 (b.grad.t() if strided else b.grad).detach().numpy().copy() for b in (bx, by)]
+        out.append((loss.item(), grads))
+    (l0, g0), (l1, g1) = out
+    assert l0 == l1
+    d = xn.astype(np.float64) - yn.astype(np.float64)
+    want = (d * d).sum() / (d.size if reduction == "mean" else 1)
+    assert l0 == (0.0 if wants == "same" else pytest.approx(want, rel=1e-6))
+    for a, b in zip(g0, g1):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.dtype == np.dtype(dtype)
+            np.testing.assert_array_equal(a, b)
+    scale = 2.0 / (d.size if reduction == "mean" else 1)
+    if wants in ("x", "both"):
+        np.testing.assert_allclose(g0[0], scale * d, rtol=1e-6)
+    if wants in ("y", "both"):
+        np.testing.assert_allclose(g0[1], -scale * d, rtol=1e-6)
+    if wants == "same":
+        np.testing.assert_array_equal(g0[0], np.zeros_like(xn))
+
+
 def test_losses_on_mixed_float_dtypes_promote():
     a = tg.tensor([1.0, 2.0], requires_grad=True)
     b = tg.tensor([0.5, 3.0], dtype=tg.float64, requires_grad=True)

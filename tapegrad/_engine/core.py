@@ -757,7 +757,7 @@ def ew_backward_prep(C, row):
         s *= shape[d]
     D[D_ADDR + 3] = row_grad_addr(C, row, 0)
     D[D_SPAN + 3] = n
-    ishape = np.empty(MAXD, np.int64)
+    ishape = D[D_IDX:D_IDX + MAXD]     # (scratch: the loop resets it)
     for k in range(T[row, R_NIN]):
         D[D_W0 + k] = 0
         base = R_IN + k * IW
@@ -1197,9 +1197,12 @@ def sweep(caddr, nroots, ncap, mode, retain):
     bwd = bwd_table(C)
     C[C_MODE] = mode
     info = opinfo_of(C)
-    cap = C[C_LIVE_ROWS] + 1
-    rows = np.empty(cap, np.int64)
-    stack = np.empty(cap, np.int64)
+    # the marked rows and the marking stack live in the regions of the pausable state
+    # that hold them later (Python sizes them past the live rows): nothing to allocate
+    cap = C[C_SW_CAP]
+    B = i64_at(C[C_SW_BUF], 4 * cap)
+    rows = B[3 * cap:4 * cap]
+    stack = B[0:cap]
     nm = 0
     ns = 0
     for i in range(nroots):
@@ -1280,8 +1283,6 @@ def sweep(caddr, nroots, ncap, mode, retain):
             for i in range(2 * nroots):
                 R[p + 6 + i] = I[i]
     # the state that must survive a pause for Python lives in buffers Python sized
-    cap = C[C_SW_CAP]
-    B = i64_at(C[C_SW_BUF], 4 * cap)
     W_ = i64_at(C[C_SW_STATE], SWW)
     deliver = B[cap:2 * cap]
     nd_ = 0
@@ -1299,8 +1300,6 @@ def sweep(caddr, nroots, ncap, mode, retain):
                 if r >= 0 and T[r, R_STATE] & RS_MARK:
                     deliver[nd_] = m
                     nd_ += 1
-    for j in range(nm):
-        B[3 * cap + j] = rows[j]
     # seeds
     for i in range(nroots):
         t = I[i]

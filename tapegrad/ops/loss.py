@@ -123,6 +123,67 @@ def _weights(kind, W, present, j, n):
     return W[j], 1.0
 
 
+@jit
+def _mse_direct(M, kind, red, x, y, w):
+    """Whether an mse row reads its contiguous operands in place (no float64 copies):
+    the same values, in the same order, as the general path computes."""
+    return (kind == MSE and red != NONE and w < 0 and is_contiguous(M, x)
+            and is_contiguous(M, y) and M[x, M_NUMEL] == M[y, M_NUMEL])
+
+
+@jit
+def _mse_sum(X, Y, n):
+    acc = 0.0
+    for j in range(n):
+        d = np.float64(X[j]) - np.float64(Y[j])
+        acc += d * d
+    return acc
+
+
+@jit
+def _mse_grads(X, Y, n, g, GX, GY, want_x, want_y):
+    for j in range(n):
+        d = np.float64(X[j]) - np.float64(Y[j])
+        if want_x:
+            GX[j] += g * (2.0 * d)
+        if want_y:
+            GY[j] += g * (-2.0 * d)
+
+
+@jit
+def _mse_fwd(C, dt, red, x, y):
+    M = meta_of(C)
+    n = M[x, M_NUMEL]
+    out = meta_contiguous(C, dt, 0, M[x, M_SHAPE:M_SHAPE], False)
+    if out < 0:
+        return out
+    if dt == F32:
+        v = _mse_sum(f32_at(data_addr(C, x), n), f32_at(data_addr(C, y), n), n)
+        f32_at(data_addr(C, out), 1)[0] = v / n if red == MEAN else v
+    else:
+        v = _mse_sum(f64_at(data_addr(C, x), n), f64_at(data_addr(C, y), n), n)
+        f64_at(data_addr(C, out), 1)[0] = v / n if red == MEAN else v
+    return set_outputs1(C, out)
+
+
+@jit
+def _mse_bwd(C, row, dt, red, x, y, gx, gy):
+    M = meta_of(C)
+    n = M[x, M_NUMEL]
+    ga = row_grad_addr(C, row, 0)
+    if dt == F32:
+        g = np.float64(f32_at(ga, 1)[0])
+        g = g / n if red == MEAN else g
+        _mse_grads(f32_at(data_addr(C, x), n), f32_at(data_addr(C, y), n), n, g,
+                   f32_at(gx, n), f32_at(gy, n), gx != 0, gy != 0)
+    else:
+        g = f64_at(ga, 1)[0]
+        g = g / n if red == MEAN else g
+        _mse_grads(f64_at(data_addr(C, x), n), f64_at(data_addr(C, y), n), n, g,
+                   f64_at(gx, n), f64_at(gy, n), gx != 0, gy != 0)
+    return K_OK
+
+
 def pointwise_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
@@ -135,6 +196,8 @@ def pointwise_fwd(caddr, row):
         return E_DTYPE
     red = T[row, R_IATTR]
     kind = T[row, R_IATTR + 1]
+    if _mse_direct(M, kind, red, x, y, w):
+        return _mse_fwd(C, dt, red, x, y)
     s = fattr_of(C)[row]
     X = _values(C, x)
     Y = _values(C, y)
@@ -167,9 +230,13 @@ def pointwise_bwd(caddr, row):
     kind = T[row, R_IATTR + 1]
     s = fattr_of(C)[row]
     dt = T[row, R_ODTYPE]
-    X = _values(C, T[row, R_IN + IN_SAVED])
-    Y = _values(C, T[row, R_IN + IW + IN_SAVED])
+    sx = T[row, R_IN + IN_SAVED]
+    sy = T[row, R_IN + IW + IN_SAVED]
     sw = T[row, R_IN + 2 * IW + IN_SAVED] if T[row, R_NIN] > 2 else -1
+    if _mse_direct(meta_of(C), kind, red, sx, sy, sw):
+        return _mse_bwd(C, row, dt, red, sx, sy, gx, gy)
+    X = _values(C, sx)
+    Y = _values(C, sy)
     W = _values(C, sw) if sw >= 0 else np.ones(1, np.float64)
     n = X.shape[0]
     G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
