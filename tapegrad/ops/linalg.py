@@ -2,7 +2,7 @@
 batch dims. A 1-D operand is promoted to a matrix (a row for the left, a column for the
 right) and the promoted dim is dropped from the result, as in torch.matmul.
 
-BLAS runs through Numba's np.dot (which binds SciPy's cython BLAS, so it caches).
+BLAS runs through _engine/blas.py's gemm (NumPy's OpenBLAS, called by symbol).
 Transposed weights (x @ W.T, what nn.Linear does) are read in place as Fortran-ordered
 matrices, without a copy.
 """
@@ -13,6 +13,7 @@ from numba.extending import overload
 from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, R_IN,
                               IN_SAVED, R_ODTYPE, IW, E_DTYPE, E_SHAPE, D_IDX)
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, desc_of, ptr_f32, ptr_f64
+from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
                             grad_for_write, input_shape, contiguous_strides)
 from .reduce import numel, _advance_skipping
@@ -150,9 +151,9 @@ def _matmul_one(PA, PB, PO, oa, ob, oo, n, k, m, ars, acs, brs, bcs):
     A = _as_c(PA, oa, n, k, ars, acs)
     O = _c_view(PO, oo, n, m)
     if _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs):
-        np.dot(A, _c_view(PB, ob, m, k).T, O)   # x @ W.T: W read in place, transposed
+        gemm(A, _c_view(PB, ob, m, k).T, O, 0.0)   # x @ W.T: W read in place, transposed
     else:
-        np.dot(A, _as_c(PB, ob, k, m, brs, bcs), O)
+        gemm(A, _as_c(PB, ob, k, m, brs, bcs), O, 0.0)
 
 
 @jit
@@ -299,23 +300,14 @@ def _matmul_grads_one(PA, PB, PG, PGA, PGB, oa, ob, og, oga, ogb, n, k, m,
     G = _c_view(PG, og, n, m)
     if want_a:
         GA = _c_view(PGA, oga, n, k)
-        # (one np.dot per layout of B^T: a variable holding either would be typed 'A'
-        # layout, which np.dot does not hand to the BLAS)
+        beta = 0.0 if a_fresh else 1.0
         if _is_f(k, m, brs, bcs) and not _is_c(k, m, brs, bcs):   # B^T C-ordered
-            if a_fresh:
-                np.dot(G, _c_view(PB, ob, m, k), GA)
-            else:
-                GA += np.dot(G, _c_view(PB, ob, m, k))
-        elif a_fresh:
-            np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T, GA)
+            gemm(G, _c_view(PB, ob, m, k), GA, beta)
         else:
-            GA += np.dot(G, _as_c(PB, ob, k, m, brs, bcs).T)
+            gemm(G, _as_c(PB, ob, k, m, brs, bcs).T, GA, beta)
     if want_b:
-        GB = _c_view(PGB, ogb, k, m)
-        if b_fresh:
-            np.dot(_as_c(PA, oa, n, k, ars, acs).T, G, GB)
-        else:
-            GB += np.dot(_as_c(PA, oa, n, k, ars, acs).T, G)
+        gemm(_as_c(PA, oa, n, k, ars, acs).T, G, _c_view(PGB, ogb, k, m),
+             0.0 if b_fresh else 1.0)
 
 
 @jit

@@ -12,6 +12,7 @@ from numba import carray
 from .._engine.layout import K_OK, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, E_DTYPE, E_SHAPE, \
     R_IN, IN_SAVED, IW, R_ODTYPE, R_OSHAPE
 from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
+from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
                             edge_grad_addr, grad_for_write, is_contiguous, input_shape)
 from .registry import OpDef, register
@@ -21,7 +22,7 @@ _M = __name__
 
 @jit
 def _forward(X, W, B, O):
-    np.dot(X, W.T, O)
+    gemm(X, W.T, O, 0.0)
     n, m = O.shape
     for i in range(n):
         for j in range(m):
@@ -43,15 +44,9 @@ def _backward(G, X, W, GX, GW, GB, x_fresh, w_fresh):
     if GB.shape[0]:
         _column_sums(G, GB)
     if GX.shape[0]:
-        if x_fresh:
-            np.dot(G, W, GX)
-        else:
-            GX += np.dot(G, W)
+        gemm(G, W, GX, 0.0 if x_fresh else 1.0)
     if GW.shape[0]:
-        if w_fresh:
-            np.dot(G.T, X, GW)
-        else:
-            GW += np.dot(G.T, X)
+        gemm(G.T, X, GW, 0.0 if w_fresh else 1.0)
 
 
 @jit
