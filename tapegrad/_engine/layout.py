@@ -212,10 +212,8 @@ D_ADDR = 8       # 8..13: addresses of A, B, O, G, GA, GB
 D_SPAN = 14      # 14..19: their extents in elements
 D_SHAPE = 20     # 20..27
 D_ST = 28        # 28..75: strides, 6 rows (A, B, O, G, GA, GB) of MAXD
-D_IDX = 76       # 76..83: scratch, so that no kernel allocates a small shape array: a
-                 # broadcast loop's odometer (a 7th row after the strides, which the loop
-                 # gets with them), the input shapes of a backward's set-up, matmul's
-                 # output shape
+D_IDX = 76       # 76..83: scratch, so that no kernel allocates a small shape array: the
+                 # input shapes of a backward's set-up, matmul's output shape
 D_S = 84         # the scalar attribute as float64 bits
 D_SCAL = 85      # the scalar operand in the operands' dtype (a one-element array)
 D_S2 = 86        # the second scalar attribute (R_S2) as float64 bits

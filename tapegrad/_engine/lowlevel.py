@@ -162,11 +162,6 @@ def i64_at(addr, n):
 
 
 @jit
-def i64_rows_at(addr, r, c):
-    return carray(ptr_i64(addr), (r, c))
-
-
-@jit
 def u8_at(addr, n):
     return carray(ptr_u8(addr), (n,))
 

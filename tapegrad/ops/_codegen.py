@@ -35,7 +35,7 @@ from tapegrad.ops._vmath import exp, sin_, cos_, tanh, sincos_huge    # vectoris
 from tapegrad.ops._vmath import pick
 from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,
                                      D_ADDR, D_SPAN, D_SHAPE, D_ST, D_S, D_S2, K_OK)
-from tapegrad._engine.lowlevel import jit, i64_at, i64_rows_at, f32_at, f64_at
+from tapegrad._engine.lowlevel import jit, i64_at, f32_at, f64_at
 from tapegrad._engine.threads import part_range, operand_f32, operand_f64
 '''
 
@@ -61,9 +61,7 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True)
     lines += [f"{i2}return",
               f"{i1}if n == 0:",
               f"{i2}return",
-              f"{i1}idx = st[6]",
-              f"{i1}for d in range(nd):",
-              f"{i2}idx[d] = 0",
+              f"{i1}idx = np.zeros(nd, np.int64)",
               f"{i1}inner = shape[nd - 1]"]
     for x, k in operands.items():
         lines.append(f"{i1}p{x} = 0")
@@ -230,7 +228,7 @@ def {name}(daddr, part):
     D = i64_at(daddr, DW)
     lo, n = part_range(D, part)
     nd = D[D_ND]
-    st = i64_rows_at(daddr + D_ST * 8, 7, MAXD)
+    st = D[D_ST:D_ST + 6 * MAXD].reshape((6, MAXD))
     {body}
     return K_OK
 '''
