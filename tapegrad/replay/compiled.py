@@ -213,9 +213,12 @@ class CompiledFunction:
         while it exists."""
         # the leaves with hooks: a recording that reaches one breaks (Python runs them);
         # one that does not may replay until the set changes
-        parts = [GRAD_MODE[0], frozenset(i for i, h in _LEAF_HOOKS.items() if h) if
-                 _LEAF_HOOKS else None]
+        # (live ones only: a dead leaf's entry stays until a garbage collection prunes it,
+        # and the key must not change when that happens)
         meta = engine().meta
+        hooked = frozenset(i for i, h in _LEAF_HOOKS.items() if h and meta[i, L.M_REFS] > 0
+                           and meta[i, L.M_FLAGS] & L.FL_HOOK) if _LEAF_HOOKS else None
+        parts = [GRAD_MODE[0], hooked or None]
         ids = []
         values = args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]
         for a in values:
