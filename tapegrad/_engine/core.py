@@ -8,7 +8,7 @@ import numpy as np
 
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
 from .threads import split_call
-from .lowlevel import (jit, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
+from .lowlevel import (jit, jit_entry, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
                        err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
                        f64_at, i64_at, u8_at, call_kernel, call_native_i2, call_native_i4,
                        c_malloc, c_calloc, c_free)
@@ -29,7 +29,7 @@ def numel_of(M, t):
     return M[t, M_NUMEL]
 
 
-@jit
+@jit_entry
 def is_contiguous(M, t):
     nd = M[t, M_NDIM]
     expect = 1
@@ -370,20 +370,20 @@ def drain(C):
     C[C_RELTAIL] = t
 
 
-@jit
+@jit_entry
 def drain_queue(caddr):
     drain(ctx_of(caddr))
     return 0
 
 
-@jit
+@jit_entry
 def release_id(caddr, t):
     """Drop one reference to tensor t now (a compiled replay's slot at its last use)."""
     decref(ctx_of(caddr), KIND_META, t)
     return 0
 
 
-@jit
+@jit_entry
 def incref_meta(caddr, t):
     C = ctx_of(caddr)
     M = meta_of(C)
@@ -391,7 +391,7 @@ def incref_meta(caddr, t):
     return 0
 
 
-@jit
+@jit_entry
 def incref_row(caddr, r):
     C = ctx_of(caddr)
     T = tape_of(C)
@@ -399,7 +399,7 @@ def incref_row(caddr, r):
     return 0
 
 
-@jit
+@jit_entry
 def decref_row(caddr, r):
     C = ctx_of(caddr)
     decref(C, KIND_ROW, r)
@@ -877,7 +877,7 @@ def _log_op(C, op, ids, s, flags):
         R[p + 9 + nouts + j] = ia[j]
 
 
-@jit
+@jit_entry
 def op_entry(caddr, op, a, b, s, flags):
     """Run op on tensors a, b (b < 0: absent or the Python scalar s); int arguments were
     written to iargs. Records a row when gradients are wanted. Returns the first output
@@ -1182,7 +1182,7 @@ def _unmark(T, rows, n):
         T[r, R_DEPS] = 0
 
 
-@jit
+@jit_entry
 def sweep(caddr, nroots, ncap, mode, retain):
     """backward()/autograd.grad(): iargs holds root ids [0:nroots], their seed ids
     (-1: ones) [nroots:2*nroots] and captured ids [2*nroots:2*nroots+ncap]. Marks the
@@ -1450,13 +1450,13 @@ def take_gtmp(C, m):
     return g
 
 
-@jit
+@jit_entry
 def sweep_resume(caddr):
     """Go on with a sweep paused by E_CALLBACK (Python has done the row's part)."""
     return _sweep_loop(caddr)
 
 
-@jit
+@jit_entry
 def sweep_abort(caddr):
     """A Python callback failed: unmark every row of the paused sweep and free its
     gradient buffers, so later sweeps start clean."""
@@ -1480,7 +1480,7 @@ def sweep_abort(caddr):
     return 0
 
 
-@jit
+@jit_entry
 def grad_of_row(caddr, r, k):
     """A tensor over the gradient of output k of row r (in the paused sweep), sharing its
     buffer: what hooks and a Function's backward receive. -1 if there is none."""
@@ -1501,7 +1501,7 @@ def grad_of_row(caddr, r, k):
     return g
 
 
-@jit
+@jit_entry
 def add_to_edge(caddr, r, k, g):
     """Accumulate tensor g (contiguous, the input's shape and dtype: Python checked) into
     the gradient of input k of row r; 0, or 1 when that input wants no gradient."""
@@ -1514,13 +1514,13 @@ def add_to_edge(caddr, r, k, g):
     return 0
 
 
-@jit
+@jit_entry
 def take_leaf_hook_grad(caddr, t):
     return take_gtmp(ctx_of(caddr), t)
 
 
 # ---------------------------------------------------------------- creation
-@jit
+@jit_entry
 def new_tensor(caddr, dt, nd, zero):
     """A contiguous leaf of shape iargs[0:nd]; refcount 1 for its wrapper."""
     C = ctx_of(caddr)
@@ -1532,7 +1532,7 @@ def new_tensor(caddr, dt, nd, zero):
     return t
 
 
-@jit
+@jit_entry
 def adopt(caddr, addr, nbytes, dt, nd, off):
     """A tensor over memory Python owns (from_numpy): shape iargs[0:nd], strides
     iargs[nd:2nd] in elements, element offset off from addr."""
@@ -1560,7 +1560,7 @@ def adopt(caddr, addr, nbytes, dt, nd, off):
     return t
 
 
-@jit
+@jit_entry
 def data_alias(caddr, t):
     """.data: shares storage but counts versions on its own (changes through it are
     invisible to autograd, as in PyTorch)."""
@@ -1588,7 +1588,7 @@ def data_alias(caddr, t):
     return a
 
 
-@jit
+@jit_entry
 def detach(caddr, t):
     C = ctx_of(caddr)
     drain(C)
@@ -1601,7 +1601,7 @@ def detach(caddr, t):
     return a
 
 
-@jit
+@jit_entry
 def contiguous_copy(caddr, t):
     """A contiguous copy without history (used by .grad setters, seeds, numpy export)."""
     C = ctx_of(caddr)

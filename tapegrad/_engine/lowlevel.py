@@ -7,6 +7,7 @@ per-op kernels compiled on first use are called through a table of addresses.
 from llvmlite import ir
 from numba import njit, types, carray
 from numba.core.extending import intrinsic
+from numba.core.registry import CPUDispatcher
 
 from .layout import NCTX, MW, SW, RW, C_META, C_META_CAP, C_STOR, C_STOR_CAP, \
     C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, \
@@ -64,12 +65,42 @@ def _unliteral(dispatcher):
     return dispatcher
 
 
+class _HelperDispatcher(CPUDispatcher):
+    """A helper compiled without Python or C wrappers has no entry point: a call from
+    Python would jump to address 0, so it raises instead."""
+
+    def __call__(self, *args, **kws):
+        raise TypeError(
+            f"tapegrad: {self.py_func.__name__} is compiled for calls from compiled code "
+            "only (lowlevel.jit); declare it with lowlevel.jit_entry to call it from Python")
+
+
+# Numba gives every compiled function a Python wrapper and a C wrapper (about 3 s of
+# the engine core's cold compile); only the functions Python calls need them
+_NO_WRAPPERS = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
+def _helper(dispatcher):
+    dispatcher.__class__ = _HelperDispatcher
+    return _unliteral(dispatcher)
+
+
 def jit(fn):
-    """How every tapegrad kernel and helper is compiled: cached on disk, and with NumPy's
+    """How every tapegrad kernel helper is compiled: cached on disk, and with NumPy's
     error model, so x/0 gives inf or nan as in PyTorch instead of raising inside
     compiled code (where an exception would be lost); one compilation per argument
-    types, constants included (_unliteral)."""
+    types, constants included (_unliteral); callable from compiled code only (no
+    wrappers: see jit_entry)."""
+    return _helper(njit(cache=True, error_model="numpy", **_NO_WRAPPERS)(fn))
+
+
+def jit_entry(fn):
+    """jit for the functions Python calls (directly or through state._entry)."""
     return _unliteral(njit(cache=True, error_model="numpy")(fn))
+
+
+def has_entry(dispatcher):
+    return not isinstance(dispatcher, _HelperDispatcher)
 
 
 REDUCTION_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
@@ -78,7 +109,8 @@ REDUCTION_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 def jit_reduction(fn):
     """For loops that sum: lets LLVM reorder the additions, so they vectorise. Never
     full fastmath (it would break isnan)."""
-    return njit(cache=True, error_model="numpy", fastmath=REDUCTION_FASTMATH)(fn)
+    return _helper(njit(cache=True, error_model="numpy", fastmath=REDUCTION_FASTMATH,
+                        **_NO_WRAPPERS)(fn))
 
 
 @jit

@@ -4,7 +4,7 @@ and a compiled replay's dropout both fill their masks here, from a seed drawn fr
 tapegrad's generator, so the two agree number for number."""
 import numpy as np
 
-from .lowlevel import jit, f32_at, f64_at
+from .lowlevel import jit, jit_entry, f32_at, f64_at
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -21,7 +21,7 @@ def _uniform(seed, i):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@jit
+@jit_entry
 def fill_dropout(addr, n, is64, seed, p, scale):
     """Each element: scale with probability 1 - p, else 0."""
     if is64:

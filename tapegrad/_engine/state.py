@@ -12,7 +12,7 @@ import numpy as np
 
 from . import layout as L
 from .cache import kernel_cache
-from .lowlevel import native_address
+from .lowlevel import native_address, has_entry
 
 with kernel_cache(engine=True):
     from . import core
@@ -45,6 +45,9 @@ _SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
 def _entry(dispatcher, sig):
     """The compiled function's C-level entry point: skips Numba's type dispatch. Only
     ever called with arguments tapegrad builds itself (ints and floats)."""
+    if not has_entry(dispatcher):
+        raise TypeError(f"tapegrad: {dispatcher.py_func.__name__} has no Python entry "
+                        "point: declare it with lowlevel.jit_entry")
     dispatcher.compile(sig)
     return dispatcher.overloads[dispatcher.signatures[-1]].entry_point
 

@@ -9,7 +9,7 @@ parameter's dtype (scalars rounded to it), so trajectories match PyTorch's.
 import numpy as np
 
 from .._engine.layout import F32, M_GRAD, M_NUMEL, M_DTYPE
-from .._engine.lowlevel import jit, ctx_of, meta_of, f32_at, f64_at, i64_at
+from .._engine.lowlevel import jit, jit_entry, ctx_of, meta_of, f32_at, f64_at, i64_at
 from .._engine.core import data_addr, bump_version, is_contiguous
 
 P_ID, B1, B2, B3, STEP, NEW = 0, 1, 2, 3, 4, 5      # columns of the ids table
@@ -281,25 +281,25 @@ def _tables(ids_addr, n, h_addr):
     return i64_at(ids_addr, n * NCOL).reshape((n, NCOL)), f64_at(h_addr, NHYPER)
 
 
-@jit
+@jit_entry
 def sgd_native(caddr, ids_addr, n, h_addr):
     ids, h = _tables(ids_addr, n, h_addr)
     return sgd_step(caddr, ids, h)
 
 
-@jit
+@jit_entry
 def adam_native(caddr, ids_addr, n, h_addr):
     ids, h = _tables(ids_addr, n, h_addr)
     return adam_step(caddr, ids, h)
 
 
-@jit
+@jit_entry
 def rmsprop_native(caddr, ids_addr, n, h_addr):
     ids, h = _tables(ids_addr, n, h_addr)
     return rmsprop_step(caddr, ids, h)
 
 
-@jit
+@jit_entry
 def adagrad_native(caddr, ids_addr, n, h_addr):
     ids, h = _tables(ids_addr, n, h_addr)
     return adagrad_step(caddr, ids, h)

@@ -12,7 +12,7 @@ from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS
                               M_NUMEL, M_NDIM, M_FLAGS, M_ROW, M_SHAPE, M_STRIDE, MAXD,
                               C_META_CAP, C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS,
                               C_PLANK, E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
-from .._engine.lowlevel import (jit, ctx_of, meta_of, iargs_of, outs_of, i64_at,
+from .._engine.lowlevel import (jit, jit_entry, ctx_of, meta_of, iargs_of, outs_of, i64_at,
                                 f64_at, u8_at, call_native_op, call_native_sweep,
                                 call_native_i4, call_native_i2, call_native_new,
                                 call_native_fill)
@@ -102,7 +102,7 @@ def _room(C):
     return 0
 
 
-@jit
+@jit_entry
 def run(caddr, haddr):
     """Run from the saved state to the end of the last step. Returns 0, or a status (the
     state then names the instruction to handle and resume at)."""
