@@ -44,3 +44,24 @@ def test_second_process_loads_every_kernel_from_the_cache():
     # every kernel the program used (forward and backward C functions) came from disk
     assert second["kernels"] >= 6
     assert second["kernel_hits"] == 2 * second["kernels"]
+
+
+def test_helper_without_wrappers_refuses_a_python_call():
+    """Helpers are compiled without Python wrappers (less to compile); called from
+    Python they would jump to address 0, so they raise, and only jit_entry functions
+    hand out an entry point."""
+    import pytest
+    from tapegrad._engine import core
+    from tapegrad._engine.lowlevel import has_entry
+    from tapegrad._engine.state import _entry, engine
+    engine().compile_core()
+    with pytest.raises(TypeError, match="numel_of is compiled for calls from compiled code"):
+        core.numel_of(0, 0)
+    with pytest.raises(TypeError, match="numel_of has no Python entry point"):
+        _entry(core.numel_of, "int64(int64, int64)")
+    assert not has_entry(core.numel_of) and has_entry(core.op_entry)
+    import tapegrad as tg
+    x = tg.ones(2, 3)
+    assert core.is_contiguous(engine().meta, x._i)
+    assert not core.is_contiguous(engine().meta, x.t()._i)
+    assert x.t().contiguous().sum().item() == 6.0      # helpers run inside the kernels
