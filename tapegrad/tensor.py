@@ -33,6 +33,7 @@ def _rebind():
 
 E.on_ready.append(_rebind)
 _RELQ_MV, _RELQ_SLOT = E.relq_mv, E.relq_slot
+_M_GRAD = L.M_GRAD
 assert len(E.relq) == 4096          # the ring index mask in __del__
 _new = object.__new__
 _SCALARS = (float, int, bool)
@@ -384,6 +385,19 @@ def zero_grads(params, set_to_none):
     whether or not it has a gradient now: a replayed step must clear the gradients the
     step before it made."""
     rec = RECORDING[0]
+    if rec is None and set_to_none:     # the common case, inlined (p.grad = None)
+        meta = E.meta
+        for p in params:
+            i = p._i
+            g = int(meta[i, _M_GRAD])
+            if g >= 0:
+                meta[i, _M_GRAD] = -1
+                p._gw = None
+                k = _RELQ_SLOT() & 4095
+                if _RELQ_MV[k]:
+                    E.flush()
+                _RELQ_MV[k] = g + 1
+        return
     for p in params:
         if rec is not None:
             rec.grad_cleared(p._i, set_to_none)

@@ -793,3 +793,120 @@ def test_warmup_as_a_cold_start_helper():
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
                          check=False)
     assert res.returncode != 0 and "unknown warmup task 'nope'" in res.stderr
+
+
+# =========================================================== cached parameter tables
+def _momentum_steps(edit):
+    """SGD(momentum 0.9, lr 0.1) on p = [1, 2] with gradient [1, 1] every step; `edit`
+    runs between the second and third step. Returns p after each step (float64)."""
+    p = tg.tensor([1.0, 2.0], dtype=tg.float64, requires_grad=True)
+    opt = tg.optim.SGD([p], lr=0.1, momentum=0.9)
+    out = []
+    for k in range(4):
+        if k == 2:
+            edit(opt, p)
+        opt.zero_grad()
+        p.grad = tg.ones(2, dtype=tg.float64)
+        opt.step()
+        out.append(p.detach().numpy().copy())
+    return np.array(out)
+
+
+def _momentum_reference(buffers):
+    """The same steps by hand: buf = g on the first step (or after the state is gone),
+    then 0.9 buf + g; `buffers[k]` (if given) replaces buf before step k."""
+    p, buf, out = np.array([1.0, 2.0]), None, []
+    for k in range(4):
+        if k in buffers:
+            buf = buffers[k]
+        buf = np.ones(2) if buf is None else 0.9 * buf + 1.0
+        p = p - 0.1 * buf
+        out.append(p)
+    return np.array(out)
+
+
+def test_state_replaced_by_hand_between_steps_takes_effect():
+    """step() caches the kernel's table of parameter and buffer ids; a buffer replaced in
+    opt.state (or the whole entry dropped, or opt.state reassigned) must be seen at the
+    next step, as in PyTorch, which reads the state every step."""
+    def replace(opt, p):
+        opt.state[p]["momentum_buffer"] = tg.full((2,), 10.0, dtype=tg.float64)
+    np.testing.assert_allclose(_momentum_steps(replace),
+                               _momentum_reference({2: np.full(2, 10.0)}), rtol=1e-15)
+    drop = lambda opt, p: opt.state.pop(p)                     # noqa: E731
+    np.testing.assert_allclose(_momentum_steps(drop), _momentum_reference({2: None}),
+                               rtol=1e-15)
+
+    def reset(opt, p):
+        opt.state = {}
+    np.testing.assert_allclose(_momentum_steps(reset), _momentum_reference({2: None}),
+                               rtol=1e-15)
+    def entry_then_buffer(opt, p):          # a plain dict set as the entry, then edited
+        opt.state[p] = {"momentum_buffer": tg.zeros(2, dtype=tg.float64)}
+        opt.state[p]["momentum_buffer"] = tg.full((2,), 10.0, dtype=tg.float64)
+    np.testing.assert_allclose(_momentum_steps(entry_then_buffer),
+                               _momentum_reference({2: np.full(2, 10.0)}), rtol=1e-15)
+    untouched = _momentum_steps(lambda opt, p: None)
+    np.testing.assert_allclose(untouched, _momentum_reference({}), rtol=1e-15)
+    assert not np.allclose(untouched, _momentum_steps(replace))
+
+
+def test_params_list_edited_in_place_and_grads_appearing_are_stepped():
+    """A parameter appended to a group's list, and one whose gradient appears only at a
+    later step, are updated from that step on (the cached table is rebuilt)."""
+    a = tg.tensor([1.0], requires_grad=True)
+    b = tg.tensor([5.0], requires_grad=True)
+    c = tg.tensor([7.0], requires_grad=True)
+    opt = tg.optim.SGD([a, b], lr=0.5)
+    a.grad = tg.tensor([1.0])
+    opt.step()                                  # b has no gradient yet
+    b.grad = tg.tensor([2.0])
+    opt.step()
+    opt.param_groups[0]["params"].append(c)
+    c.grad = tg.tensor([4.0])
+    opt.step()
+    assert (a.item(), b.item(), c.item()) == (1.0 - 3 * 0.5, 5.0 - 2 * 2.0 * 0.5, 7.0 - 2.0)
+    a.grad = None
+    opt.step()                                  # a's gradient is gone: a stays
+    assert (a.item(), b.item(), c.item()) == (-0.5, 2.0, 3.0)
+
+
+def test_lr_changed_between_steps_takes_effect_with_cached_hyperparameters():
+    p = tg.tensor([0.0], dtype=tg.float64, requires_grad=True)
+    opt = tg.optim.SGD([p], lr=1.0)
+    seen = []
+    for lr in (1.0, 1.0, 0.25, 0.25, 2.0):
+        opt.param_groups[0]["lr"] = lr
+        p.grad = tg.ones(1, dtype=tg.float64)
+        before = p.item()
+        opt.step()
+        seen.append(before - p.item())
+    assert seen == [1.0, 1.0, 0.25, 0.25, 2.0]
+
+
+def _gradient_comes_and_goes(lib, name):
+    """Two parameters; b has a gradient only at steps 2, 4 and 5, a at all but step 4:
+    the kernel's cached table goes stale both ways (and b's state is created late)."""
+    a = lib.tensor([1.0, -2.0], dtype=lib.float64, requires_grad=True)
+    b = lib.tensor([0.5, 3.0], dtype=lib.float64, requires_grad=True)
+    opt = getattr(lib.optim, name)([a, b], lr=0.1, **({"momentum": 0.9} if name == "SGD"
+                                                       else {}))
+    out = []
+    for k in range(6):
+        opt.zero_grad()
+        loss = 0
+        if k != 4:
+            loss = loss + (a * a).sum()
+        if k in (2, 4, 5):
+            loss = loss + (b * b * b).sum()
+        loss.backward()
+        opt.step()
+        out.append(np.concatenate([a.detach().numpy(), b.detach().numpy()]))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_gradients_appearing_and_vanishing_between_steps_match_pytorch(name):
+    torch = pytest.importorskip("torch")
+    np.testing.assert_allclose(_gradient_comes_and_goes(tg, name),
+                               _gradient_comes_and_goes(torch, name), rtol=1e-12, atol=1e-14)

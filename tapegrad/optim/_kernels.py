@@ -9,13 +9,15 @@ parameter's dtype (scalars rounded to it), so trajectories match PyTorch's.
 import numpy as np
 
 from .._engine.layout import F32, M_GRAD, M_NUMEL, M_DTYPE
-from .._engine.lowlevel import jit, jit_entry, ctx_of, meta_of, f32_at, f64_at, i64_at
+from .._engine.lowlevel import (jit, jit_entry, ctx_of, meta_of, f32_at, f64_at, i64_at,
+                                call_native_i4)
 from .._engine.core import data_addr, bump_version, is_contiguous
 
 P_ID, B1, B2, B3, STEP, NEW = 0, 1, 2, 3, 4, 5      # columns of the ids table
 NCOL = 6
 E_LAYOUT = -1           # a parameter or gradient that is not contiguous
 E_STATE = -2            # a state buffer the options need is missing (Python creates them)
+E_STALE = -3            # the table no longer matches which parameters have a gradient
 
 
 @jit
@@ -303,3 +305,31 @@ def rmsprop_native(caddr, ids_addr, n, h_addr):
 def adagrad_native(caddr, ids_addr, n, h_addr):
     ids, h = _tables(ids_addr, n, h_addr)
     return adagrad_step(caddr, ids, h)
+
+
+@jit
+def table_stale(C, ids_addr, n, left_addr, nleft):
+    """Whether a parameter of the table lacks a gradient or one it left out has one now
+    (then the table must be rebuilt: state may need creating)."""
+    M = meta_of(C)
+    ids = i64_at(ids_addr, n * NCOL)
+    for r in range(n):
+        if M[ids[r * NCOL + P_ID], M_GRAD] < 0:
+            return True
+    left = i64_at(left_addr, nleft)
+    for r in range(nleft):
+        if M[left[r], M_GRAD] >= 0:
+            return True
+    return False
+
+
+@jit_entry
+def step_if_current(kernel, caddr, ids_addr, n, h_addr, left_addr, nleft):
+    """An optimizer's update (kernel: its native address) with a table Python keeps
+    between steps: E_STALE, and nothing changed, when the table no longer fits."""
+    if table_stale(ctx_of(caddr), ids_addr, n, left_addr, nleft):
+        return E_STALE
+    return call_native_i4(kernel, caddr, ids_addr, n, h_addr)
+
+
+STEP_IF_CURRENT_SIG = "int64(int64, int64, int64, int64, int64, int64, int64)"

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import _creation
 from .._engine.cache import kernel_cache
+from .._engine.lowlevel import native_address
 from .._engine.state import RECORDING, native_entry
 from ..tensor import Tensor, _CADDR, STRUCTURE, zero_grads
 
@@ -13,6 +14,50 @@ with kernel_cache():
     from . import _kernels as K
 
 _REQUIRED = object()
+
+
+def _bumps(name):
+    method = getattr(dict, name)
+
+    def changed(self, *args, **kwargs):
+        STRUCTURE[0] += 1
+        return method(self, *args, **kwargs)
+    changed.__name__ = name
+    return changed
+
+
+class _State(dict):
+    """An optimizer's state (and each parameter's entry in it): every write bumps
+    STRUCTURE, so the cached parameter tables of step() and a compiled replay's guards
+    see state edited by hand (a replaced buffer, a dropped entry)."""
+    __setitem__ = _bumps("__setitem__")
+    __delitem__ = _bumps("__delitem__")
+    pop = _bumps("pop")
+    popitem = _bumps("popitem")
+    clear = _bumps("clear")
+    update = _bumps("update")
+    setdefault = _bumps("setdefault")
+    __ior__ = _bumps("__ior__")
+
+
+class _OptimizerState(_State):
+    """The outer state dict: an entry set by hand becomes a _State too."""
+
+    def __setitem__(self, key, value):
+        _State.__setitem__(self, key, _State(value) if type(value) is dict else value)
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
 
 
 class Optimizer:
@@ -27,6 +72,7 @@ class Optimizer:
         self.defaults = defaults
         self.state = {}
         self.param_groups = []
+        self._tables = {}          # group index -> (key, kernel arguments, ids table, held)
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             "Tensors or dicts, but got " + type(params).__name__)
@@ -65,6 +111,15 @@ class Optimizer:
         self.param_groups.append(group)
         STRUCTURE[0] += 1
 
+    @property
+    def state(self):
+        return self._state
+
+    @state.setter
+    def state(self, value):
+        self._state = _OptimizerState({p: _State(st) for p, st in value.items()})
+        STRUCTURE[0] += 1
+
     # ------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none=True):
         zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
@@ -85,20 +140,48 @@ class Optimizer:
     def step_group(self, gi):
         """Update the parameters of param group gi that have a gradient."""
         group = self.param_groups[gi]
-        ids = self._id_table(group)
-        if ids is None:
-            return
-        h = self.hyper_values(group)
-        r = native_entry(self.kernel, K.NATIVE_SIG)(_CADDR, ids.ctypes.data, len(ids),
-                                                   h.ctypes.data)
+        values = [float(v) for v in self._hyper(group)]
+        t = self._tables.get(gi)
+        if t is None or t[0] != (STRUCTURE[0], values, tuple(map(id, group["params"]))):
+            t = self._table(gi, group, values)
+        step = native_entry(K.step_if_current, K.STEP_IF_CURRENT_SIG)
+        r = step(*t[1])
+        if r == K.E_STALE:          # a gradient appeared or went: state may need creating
+            t = self._table(gi, group, values)
+            r = step(*t[1])
         if r == K.E_LAYOUT:
             raise RuntimeError(f"{type(self).__name__}.step(): parameters and their "
                                "gradients must be contiguous tensors")
         if r < 0:
             raise RuntimeError(f"{type(self).__name__}.step(): a state buffer is missing "
                                "(the optimizer's state was edited by hand?)")
-        if RECORDING[0] is not None:
-            RECORDING[0].optimizer_step(self, gi, ids)
+        if RECORDING[0] is not None and t[2] is not None:
+            RECORDING[0].optimizer_step(self, gi, t[2])
+
+    def _table(self, gi, group, values):
+        """The kernel's arguments for group gi, kept between steps: building them was most
+        of a small step's Python. They are rebuilt when the structure (state, the
+        parameters' ids), the hyper-parameters (they switch buffers on) or the parameter
+        list changed, and when the kernel finds that which parameters have a gradient
+        changed (E_STALE)."""
+        params = group["params"]
+        before = STRUCTURE[0]     # (creating state bumps it: the next step rebuilds,
+        ids = self._id_table(group)   # and its table no longer flags the state as new)
+        inside = set() if ids is None else set(ids[:, K.P_ID].tolist())
+        left = np.array([p._i for p in params if p._i not in inside] + [0], np.int64)
+        table = np.zeros((0, K.NCOL), np.int64) if ids is None else ids
+        h = np.zeros(K.NHYPER, np.float64)
+        h[:len(values)] = values
+        kernel = native_address(self.kernel, K.NATIVE_SIG)
+        # the arrays, and the tensors whose ids they hold, stay alive with them: an edit
+        # the key missed could give stale values, never freed memory
+        held = (table, h, left, list(params),
+                [v for p in params for v in self.state.get(p, {}).values()
+                 if isinstance(v, Tensor)])
+        t = self._tables[gi] = ((before, values, tuple(map(id, params))),
+                                (kernel, _CADDR, table.ctypes.data, len(table), h.ctypes.data,
+                                 left.ctypes.data, len(left) - 1), ids, held)
+        return t
 
     def hyper_values(self, group):
         """The group's hyper-parameters as the kernel reads them (read at every step, so
@@ -120,7 +203,7 @@ class Optimizer:
             st = self.state.get(p)
             created = st is None
             if created:
-                st = self._init_state(p, group)
+                st = _State(self._init_state(p, group))
                 if st:                  # (plain SGD keeps no state, as PyTorch)
                     self.state[p] = st
                     STRUCTURE[0] += 1
@@ -184,7 +267,7 @@ class Optimizer:
                 saved = state_dict["state"].get(idx, state_dict["state"].get(str(idx)))
                 if saved is None:
                     continue
-                st = {}
+                st = _State()
                 for k, v in saved.items():
                     if k == "step":                 # a float32 0-d tensor, whatever was saved
                         v = _creation.tensor(float(v.item() if isinstance(v, Tensor) else v))

@@ -17,6 +17,7 @@ from .._engine.lowlevel import (jit, jit_entry, ctx_of, meta_of, iargs_of, outs_
                                 call_native_i4, call_native_i2, call_native_new,
                                 call_native_fill)
 from .._engine.core import data_addr, bump_version
+from ..optim._kernels import table_stale
 
 # instructions: [code, length, ...]
 I_OP = 1        # op, a, b, c (slots or -1), s bits, flags, nouts, niargs, outs..., iargs...
@@ -49,21 +50,6 @@ E_OPTIMIZER = -102      # an optimizer kernel refused (S_DETAIL: its status)
 E_OPT_STALE = -103      # the parameters with a gradient are not the recorded ones: Python
                         # runs that group's step eagerly (and the next call records again)
 E_GUARD = -104          # an argument is not what the plan was recorded for: nothing ran
-
-
-@jit
-def _table_stale(C, ids_addr, n, left_addr, nleft):
-    """Whether a parameter of the table lacks a gradient or one left out has one now."""
-    M = meta_of(C)
-    ids = i64_at(ids_addr, n * 6)
-    for r in range(n):
-        if M[ids[r * 6], M_GRAD] < 0:
-            return True
-    left = i64_at(left_addr, nleft)
-    for r in range(nleft):
-        if M[left[r], M_GRAD] >= 0:
-            return True
-    return False
 
 
 @jit
@@ -168,7 +154,7 @@ def run(caddr, haddr):
                 st = call_native_sweep(H[H_SWEEPFN], caddr, nr, 0, MODE_BACKWARD,
                                        P[pc + 3] != 0)
             elif code == I_OPT:
-                if _table_stale(C, P[pc + 3], P[pc + 4], P[pc + 6], P[pc + 7]):
+                if table_stale(C, P[pc + 3], P[pc + 4], P[pc + 6], P[pc + 7]):
                     st = E_OPT_STALE
                 else:
                     r = call_native_i4(P[pc + 2], caddr, P[pc + 3], P[pc + 4], P[pc + 5])
