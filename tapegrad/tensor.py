@@ -32,6 +32,15 @@ def _rebind():
 
 
 E.on_ready.append(_rebind)
+
+
+def _contiguous_first(caddr, i):
+    global _CONTIGUOUS
+    _CONTIGUOUS = E.entry(core.contiguous_id)
+    return _CONTIGUOUS(caddr, i)
+
+
+_CONTIGUOUS = _contiguous_first
 _RELQ_MV, _RELQ_SLOT = E.relq_mv, E.relq_slot
 _M_GRAD = L.M_GRAD
 assert len(E.relq) == 4096          # the ring index mask in __del__
@@ -96,7 +105,7 @@ class Tensor:
 
     @property
     def ndim(self):
-        return int(E.meta[self._i, L.M_NDIM])
+        return len(self.shape)
 
     def dim(self):
         return self.ndim
@@ -119,7 +128,7 @@ class Tensor:
         return st if dim is None else st[_dim(dim, len(st), "stride")]
 
     def is_contiguous(self):
-        return bool(core.is_contiguous(E.meta, self._i))
+        return _CONTIGUOUS(_CADDR, self._i) != 0
 
     @property
     def is_leaf(self):

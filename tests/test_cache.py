@@ -62,6 +62,7 @@ def test_helper_without_wrappers_refuses_a_python_call():
     assert not has_entry(core.numel_of) and has_entry(core.op_entry)
     import tapegrad as tg
     x = tg.ones(2, 3)
-    assert core.is_contiguous(engine().meta, x._i)
-    assert not core.is_contiguous(engine().meta, x.t()._i)
+    contiguous = _entry(core.contiguous_id, "int64(int64, int64)")   # is_contiguous's entry
+    assert contiguous(engine().caddr, x._i) == 1 and x.is_contiguous()
+    assert contiguous(engine().caddr, x.t()._i) == 0 and not x.t().is_contiguous()
     assert x.t().contiguous().sum().item() == 6.0      # helpers run inside the kernels

@@ -8,10 +8,10 @@ import numpy as np
 
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
 from .threads import split_call
-from .lowlevel import (jit, jit_entry, ctx_of, meta_of, stor_of, tape_of, fattr_of, iargs_of, outs_of,
-                       err_of, work_of, opinfo_of, fwd_table, bwd_table, desc_of, f32_at,
-                       f64_at, i64_at, u8_at, call_kernel, call_native_i2, call_native_i4,
-                       c_malloc, c_calloc, c_free)
+from .lowlevel import (jit, jit_entry, ctx_of, meta_of, stor_of, tape_of, fattr_of,
+                       iargs_of, outs_of, err_of, work_of, opinfo_of, fwd_table, bwd_table,
+                       desc_of, f32_at, f64_at, i64_at, u8_at, call_kernel, call_native_i2,
+                       call_native_i4, c_malloc, c_calloc, c_free)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -29,7 +29,7 @@ def numel_of(M, t):
     return M[t, M_NUMEL]
 
 
-@jit_entry
+@jit
 def is_contiguous(M, t):
     nd = M[t, M_NDIM]
     expect = 1
@@ -39,6 +39,12 @@ def is_contiguous(M, t):
             return False
         expect *= n
     return True
+
+
+@jit_entry
+def contiguous_id(caddr, t):
+    """is_contiguous for Python (Tensor.is_contiguous), through its C entry point."""
+    return 1 if is_contiguous(meta_of(ctx_of(caddr)), t) else 0
 
 
 @jit

@@ -38,7 +38,7 @@ _ENTRY_SIGS = {"new_tensor": "int64(int64, int64, int64, boolean)",
                "grad_of_row": "int64(int64, int64, int64)",
                "add_to_edge": "int64(int64, int64, int64, int64)",
                "take_leaf_hook_grad": "int64(int64, int64)",
-               "release_id": "int64(int64, int64)"}
+               "release_id": "int64(int64, int64)", "contiguous_id": "int64(int64, int64)"}
 _SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
 
 

@@ -186,28 +186,32 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def _class_layout(input, target, fn):
     """N, C, D of an (N, C, d1, ...) or (C,) input, checking the target's shape."""
-    shape = list(input.shape)
-    if input.ndim == 0:
+    shape, tshape = input.shape, target.shape
+    if not shape:
         raise ValueError("Expected 1 or more dimensions (got 0)")
-    if input.ndim == 1:
-        if target.ndim != 0:
+    if len(shape) == 1:
+        if tshape:
             raise RuntimeError(f"{fn}: a 1-D input (one sample of {shape[0]} classes) needs a "
-                               f"0-D target, got shape {list(target.shape)}")
+                               f"0-D target, got shape {list(tshape)}")
         return 1, shape[0], 1, []
     n, c = shape[0], shape[1]
-    if target.ndim == 0 or target.shape[0] != n:
+    if not tshape or tshape[0] != n:
         raise ValueError(f"Expected input batch_size ({n}) to match target batch_size "
-                         f"({target.shape[0] if target.ndim else 0}).")
-    if list(target.shape) != [n] + shape[2:]:
-        raise RuntimeError(f"size mismatch (got input: {shape}, target: {list(target.shape)})")
+                         f"({tshape[0] if tshape else 0}).")
+    if len(shape) == 2:
+        if len(tshape) != 1:
+            raise RuntimeError(f"size mismatch (got input: {list(shape)}, target: "
+                               f"{list(tshape)})")
+        return n, c, 1, [n]
+    if tshape != (n,) + shape[2:]:
+        raise RuntimeError(f"size mismatch (got input: {list(shape)}, target: {list(tshape)})")
     d = 1
     for s in shape[2:]:
         d *= s
-    return n, c, d, [n] + shape[2:]
+    return n, c, d, [n] + list(shape[2:])
 
 
-def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, smoothing):
-    red = _reduction(reduction)
+def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothing):
     fn = "cross_entropy" if kind else "nll_loss"
     _check(input, "input", fn)
     if not isinstance(target, Tensor) or target.dtype is not D.int64:
@@ -235,8 +239,8 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, reduction, sm
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
-    _reduction(reduction, size_average, reduce)
-    return _class_loss("nll_loss", 0, input, target, weight, ignore_index, reduction, 0.0)
+    red = _reduction(reduction, size_average, reduce)
+    return _class_loss("nll_loss", 0, input, target, weight, ignore_index, red, 0.0)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
@@ -246,7 +250,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if isinstance(target, Tensor) and target.dtype.is_floating_point:
         return _cross_entropy_probs(input, target, weight, red, label_smoothing)
-    return _class_loss("cross_entropy", 1, input, target, weight, ignore_index, reduction,
+    return _class_loss("cross_entropy", 1, input, target, weight, ignore_index, red,
                        label_smoothing)
 
 
