@@ -66,3 +66,28 @@ def test_helper_without_wrappers_refuses_a_python_call():
     assert contiguous(engine().caddr, x._i) == 1 and x.is_contiguous()
     assert contiguous(engine().caddr, x.t()._i) == 0 and not x.t().is_contiguous()
     assert x.t().contiguous().sum().item() == 6.0      # helpers run inside the kernels
+
+
+def test_every_compiled_function_caches_in_the_keyed_directory():
+    """Numba revalidates an in-tree cache (__pycache__ next to the source) against the
+    source file's own timestamp only, so a function inlining helpers from other files
+    could load stale code; and an installed package's directory may be read-only. Every
+    tapegrad dispatcher must cache under the keyed directories (the replay executor did
+    not: fuse.py imported it outside kernel_cache)."""
+    import tapegrad  # noqa: F401
+    from numba.core.registry import CPUDispatcher
+    from tapegrad._engine.cache import CACHE_DIR, ENGINE_CACHE_DIR
+    from tapegrad.replay import _run
+    seen = []
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("tapegrad") or mod is None:
+            continue
+        for obj in vars(mod).values():
+            if isinstance(obj, CPUDispatcher) and obj._cache is not None \
+                    and hasattr(obj._cache, "_cache_path"):
+                seen.append((name, obj.py_func.__name__, obj._cache._cache_path))
+    assert any(n == "run" and m == _run.__name__ for m, n, _ in seen)
+    roots = (os.path.realpath(CACHE_DIR), os.path.realpath(ENGINE_CACHE_DIR))
+    wrong = [(m, n, p) for m, n, p in seen if not os.path.realpath(p).startswith(roots)]
+    assert not wrong, wrong[:5]
+    assert len(seen) > 100

@@ -31,7 +31,10 @@ import re
 from .._engine import layout as L
 from ..ops.registry import OPS, BY_NAME, OpDef, register, fill_opinfo
 from ..ops._codegen import _trig
-from . import _run as X
+from .._engine.cache import kernel_cache
+
+with kernel_cache():        # (the first import of the executor: its cache's place is fixed
+    from . import _run as X     # here, in the keyed directory, not next to the source)
 
 MAX_MEMBERS = 16
 _FUSED = {}          # structure key -> OpDef (kernels are shared by equal structures)
