@@ -1086,3 +1086,28 @@ def test_against_torch(case, dtype):
     else:
         assert _names(ours.grad_fn) == _names(theirs.grad_fn)
     check(ours, theirs.detach().numpy().astype(np.float64), dtype, tol_scale=5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [1, 7, 8195])
+def test_in_place_flat_loops_write_the_operand_itself(dtype, n):
+    """In-place ops on contiguous tensors take a loop that writes operand A itself (two
+    arrays over one memory kept LLVM's loop scalar): values bitwise equal to NumPy's, for
+    a tensor, a one-element tensor and a Python scalar operand, and for a.op_(a)."""
+    rng = np.random.default_rng(n)
+    an = rng.standard_normal(n).astype(dtype)
+    bn = (rng.standard_normal(n) + 3).astype(dtype)
+    s0 = np.asarray(rng.standard_normal() + 2, dtype)
+    cases = [("sub_", lambda a: a.sub_(tg.tensor(bn)), lambda a: a - bn),
+             ("mul_", lambda a: a.mul_(tg.tensor(s0)), lambda a: a * s0),
+             ("div_", lambda a: a.div_(tg.tensor(bn)), lambda a: a / bn),
+             ("add_ scalar", lambda a: a.add_(0.25), lambda a: a + np.asarray(0.25, dtype)),
+             ("mul_ self", lambda a: a.mul_(a), lambda a: a * a),
+             ("sub_ self", lambda a: a.sub_(a), lambda a: a - a)]
+    for name, ours, ref in cases:
+        a = tg.tensor(an.copy())
+        before = a.numpy()              # shares the memory: the op writes where it was
+        ours(a)
+        assert a.numpy().dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(before, ref(an.copy()), err_msg=name)
+        np.testing.assert_array_equal(a.numpy(), before, err_msg=name)
