@@ -1025,3 +1025,24 @@ def test_cold_start_loads_only_the_kernels_it_uses():
     assert set(report["ops"]) == {"mul", "sum"}
     assert not {"cross_entropy", "nll_loss", "softmax", "log_softmax", "gather"} & \
         set(report["ops"])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", ["max", "other", "target"])
+def test_cross_entropy_with_non_finite_logits_matches_torch(bad, where):
+    """The per-line maximum is a branch-free max(); logits holding nan or +-inf (at the
+    line's maximum, elsewhere, at the target class) give PyTorch's losses and gradients
+    (nan where PyTorch has nan)."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 3.0, -2.0, 0.5], [0.0, 2.0, 1.0, -1.0], [4.0, 1.0, 2.0, 3.0]])
+    col = {"max": 1, "other": 2, "target": 3}[where]
+    x[0, col] = bad
+    y = np.array([3, 1, 0])
+    out = []
+    for L in (tg, torch):
+        xt = L.tensor(x, requires_grad=True)
+        loss = L.nn.functional.cross_entropy(xt, L.tensor(y), reduction="none")
+        loss.sum().backward()
+        out.append((loss.detach().numpy(), xt.grad.numpy()))
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12, atol=1e-12)

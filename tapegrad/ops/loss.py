@@ -277,12 +277,10 @@ def _line_exps(X, N, K, D):
     loop over the block (vectorised: 32x10 logits in 0.3 us where a libm call per logit
     inside each line's sum took 1.9)."""
     MX = np.full(N * D, -np.inf)
-    for n in range(N):
-        for k in range(K):
+    for n in range(N):          # (max(), not a branch: random logits mispredicted it, 1.8
+        for k in range(K):      # of the 3.8 us that 32x10 logits took)
             for d in range(D):
-                v = X[n * K * D + k * D + d]
-                if v > MX[n * D + d]:
-                    MX[n * D + d] = v
+                MX[n * D + d] = max(MX[n * D + d], X[n * K * D + k * D + d])
     E = np.empty(N * K * D, np.float64)     # first the line maxima, then the exps
     for n in range(N):
         for k in range(K):
