@@ -91,3 +91,27 @@ def test_every_compiled_function_caches_in_the_keyed_directory():
     wrong = [(m, n, p) for m, n, p in seen if not os.path.realpath(p).startswith(roots)]
     assert not wrong, wrong[:5]
     assert len(seen) > 100
+
+
+PER_DTYPE = r"""
+import json
+from numba import cfunc
+from tapegrad.ops import linear
+from tapegrad.ops.registry import _per_dtype
+from tapegrad._engine.lowlevel import KERNEL_SIG
+before = (len(linear._mat32.signatures), len(linear._mat64.signatures))
+cfunc(KERNEL_SIG, error_model="numpy")(_per_dtype(linear.linear_fwd, 0))   # not cached
+after = (len(linear._mat32.signatures), len(linear._mat64.signatures))
+print(json.dumps([before, after]))
+"""
+
+
+def test_a_per_dtype_kernel_compiles_one_dtype_only():
+    """linear's kernels are compiled per slot with KERNEL_DTYPE a constant: the float32
+    copy types the float32 helpers and never the float64 ones (Numba prunes the branch)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", PER_DTYPE], capture_output=True, text=True,
+                         env=env, timeout=600, check=True)
+    before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == [0, 0]
+    assert after[0] >= 1 and after[1] == 0

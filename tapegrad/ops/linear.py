@@ -9,8 +9,8 @@ add's reduction. Python routes only contiguous 2-D inputs here (others are compo
 import numpy as np
 from numba import carray
 
-from .._engine.layout import K_OK, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, E_DTYPE, E_SHAPE, \
-    R_IN, IN_SAVED, IW, R_ODTYPE, R_OSHAPE
+from .._engine.layout import K_OK, F32, M_DTYPE, M_NDIM, M_SHAPE, E_DTYPE, E_SHAPE, \
+    R_IN, IN_SAVED, IW, R_OSHAPE
 from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
 from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
@@ -18,6 +18,7 @@ from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_
 from .registry import OpDef, register
 
 _M = __name__
+KERNEL_DTYPE = -1       # F32 or F64 in each compiled copy (registry._per_dtype)
 
 
 @jit
@@ -66,7 +67,7 @@ def linear_fwd(caddr, row):
     x = input_id(C, row, 1)
     w = input_id(C, row, 2)
     dt = M[x, M_DTYPE]
-    if (dt != F32 and dt != F64) or M[w, M_DTYPE] != dt or M[b, M_DTYPE] != dt:
+    if dt != KERNEL_DTYPE or M[w, M_DTYPE] != dt or M[b, M_DTYPE] != dt:
         return E_DTYPE
     if M[x, M_NDIM] != 2 or M[w, M_NDIM] != 2 or M[b, M_NDIM] != 1:
         return E_SHAPE
@@ -82,7 +83,7 @@ def linear_fwd(caddr, row):
     out = make_output(C, dt, 2, shape)
     if out < 0:
         return out
-    if dt == F32:
+    if KERNEL_DTYPE == F32:
         _forward(_mat32(data_addr(C, x), n, k), _mat32(data_addr(C, w), m, k),
                  carray(ptr_f32(data_addr(C, b)), (m,)), _mat32(data_addr(C, out), n, m))
     else:
@@ -107,7 +108,7 @@ def linear_bwd(caddr, row):
     g = row_grad_addr(C, row, 0)
     px = data_addr(C, x) if x >= 0 and gw != 0 else 0
     pw = data_addr(C, w) if w >= 0 and gx != 0 else 0
-    if T[row, R_ODTYPE] == F32:
+    if KERNEL_DTYPE == F32:
         _backward(_mat32(g, n, m), _mat32(px, n, k), _mat32(pw, m, k), _mat32(gx, n, k),
                   _mat32(gw, m, k), carray(ptr_f32(gb), (m if gb else 0,)), x_fresh, w_fresh)
     else:
@@ -117,4 +118,5 @@ def linear_bwd(caddr, row):
 
 
 register(OpDef("linear", "AddmmBackward0", "custom", module=_M, fwd_fn="linear_fwd",
-               bwd_fn="linear_bwd", nin=3, diff=(0, 1, 2), saves_if={1: ("c",), 2: ("b",)}))
+               bwd_fn="linear_bwd", nin=3, diff=(0, 1, 2), saves_if={1: ("c",), 2: ("b",)},
+               per_dtype=True))

@@ -9,6 +9,7 @@ use, per op, and cached on disk.
 """
 import importlib
 import re
+import types
 
 from numba import cfunc
 
@@ -24,14 +25,16 @@ _SHARED = {}      # (module, fwd, bwd) -> compiled pair: entries that differ onl
 class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
-                 "scalar_slot", "method", "spec", "ntan", "saved_by")
+                 "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
-                 saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None):
+                 saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None,
+                 per_dtype=False):
         """saves_if[k]: the values ("a", "b", "out") the gradient of input k reads, so
         they are saved (and version-checked) only when input k requires grad, as in
         PyTorch; read off the formulas for elementwise ops. saved_out: which output "out"
-        means."""
+        means. per_dtype: hand-written kernels compiled once per slot, with the module
+        global KERNEL_DTYPE fixed to the slot's dtype (see _per_dtype)."""
         self.name = name
         self.grad_fn = grad_fn
         self.kind = kind            # "unary", "binary" (formula ops), "custom" or "python"
@@ -47,6 +50,7 @@ class OpDef:
         self.spec = None            # a fused op's members (replay/fuse.py)
         self.ntan = 0               # a fused op's tangent count (layout.O_TANGENT)
         self.saved_by = {}          # saved input k (-1: out) -> the grad_fn an error names
+        self.per_dtype = per_dtype
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
             self.saves_if = {k: _names(gf) & {"a", "b", "out"}
@@ -71,7 +75,7 @@ class OpDef:
         if self._kernels is None:
             self._kernels = {}
         generated = self.kind in ("unary", "binary", "fused")
-        key = slot if generated else 0
+        key = slot if generated or self.per_dtype else 0
         if key not in self._kernels:
             if generated:
                 from . import _codegen
@@ -79,19 +83,33 @@ class OpDef:
                 ty = ("f32", "f64")[slot]
                 fwd_py, bwd_py = getattr(mod, "fwd_" + ty), getattr(mod, "bwd_" + ty)
             else:
-                shared = _SHARED.get((self.module, self.fwd_fn, self.bwd_fn))
+                shared = _SHARED.get((self.module, self.fwd_fn, self.bwd_fn, key))
                 if shared is not None:      # another entry with the same kernels
                     self._kernels[key] = shared
                     return shared
                 mod = importlib.import_module(self.module)
                 fwd_py, bwd_py = getattr(mod, self.fwd_fn), getattr(mod, self.bwd_fn)
+                if self.per_dtype:
+                    fwd_py, bwd_py = _per_dtype(fwd_py, slot), _per_dtype(bwd_py, slot)
             with kernel_cache():
                 opts = dict(cache=True, error_model="numpy")
                 self._kernels[key] = (cfunc(KERNEL_SIG, **opts)(fwd_py),
                                       cfunc(KERNEL_SIG, **opts)(bwd_py))
             if self.kind == "custom":
-                _SHARED[(self.module, self.fwd_fn, self.bwd_fn)] = self._kernels[key]
+                _SHARED[(self.module, self.fwd_fn, self.bwd_fn, key)] = self._kernels[key]
         return self._kernels[key]
+
+
+def _per_dtype(fn, slot):
+    """A copy of kernel fn whose global KERNEL_DTYPE is slot's dtype. Numba reads globals
+    as constants and prunes a branch on a constant condition, so `if KERNEL_DTYPE == F32:`
+    compiles one dtype's path (and its callees) only: a float32 program never compiles
+    float64 GEMM calls. Its own name keeps the two copies apart in the on-disk cache."""
+    ns = dict(fn.__globals__, KERNEL_DTYPE=(L.F32, L.F64)[slot])
+    name = f"{fn.__name__}_{('f32', 'f64')[slot]}"
+    copy = types.FunctionType(fn.__code__, ns, name, fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = name
+    return copy
 
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
