@@ -402,10 +402,7 @@ def zero_grads(params, set_to_none):
             if g >= 0:
                 meta[i, _M_GRAD] = -1
                 p._gw = None
-                k = _RELQ_SLOT() & 4095
-                if _RELQ_MV[k]:
-                    E.flush()
-                _RELQ_MV[k] = g + 1
+                E.release(g)
         return
     for p in params:
         if rec is not None:

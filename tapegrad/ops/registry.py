@@ -19,7 +19,8 @@ from .._engine.lowlevel import KERNEL_SIG
 
 OPS = []          # index = opcode
 BY_NAME = {}
-_SHARED = {}      # (module, fwd, bwd) -> compiled pair: entries that differ only in name
+_SHARED = {}      # (module, fwd, bwd, slot key) -> compiled pair: entries that differ
+                  # only in name
 
 
 class OpDef:

@@ -60,6 +60,13 @@ class _OptimizerState(_State):
         return self[key]
 
 
+def _hyper_array(values):
+    """The hyper-parameter array an update kernel reads (K.NHYPER float64s)."""
+    h = np.zeros(K.NHYPER, np.float64)
+    h[:len(values)] = values
+    return h
+
+
 class Optimizer:
     # subclasses: defaults' names in the order the kernel takes them; the state buffers
     # (names, whether each exists for a group), whether a step counter is kept
@@ -170,8 +177,7 @@ class Optimizer:
         inside = set() if ids is None else set(ids[:, K.P_ID].tolist())
         left = np.array([p._i for p in params if p._i not in inside] + [0], np.int64)
         table = np.zeros((0, K.NCOL), np.int64) if ids is None else ids
-        h = np.zeros(K.NHYPER, np.float64)
-        h[:len(values)] = values
+        h = _hyper_array(values)
         kernel = native_address(self.kernel, K.NATIVE_SIG)
         # the arrays, and the tensors whose ids they hold, stay alive with them: an edit
         # the key missed could give stale values, never freed memory
@@ -186,9 +192,7 @@ class Optimizer:
     def hyper_values(self, group):
         """The group's hyper-parameters as the kernel reads them (read at every step, so
         a scheduler's change takes effect)."""
-        h = np.zeros(K.NHYPER, np.float64)
-        h[:len(self.hyper)] = [float(v) for v in self._hyper(group)]
-        return h
+        return _hyper_array([float(v) for v in self._hyper(group)])
 
     def _hyper(self, group):
         return [group[n] for n in self.hyper]
