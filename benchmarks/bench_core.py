@@ -375,7 +375,7 @@ class ColdStart:
     number = 1
     repeat = 1
     FIRST_BACKWARD = WarmStart.CODE
-    DEMO_KERNELS = "from tapegrad.__main__ import main; main(['demo', '--steps', '2'])"
+    DEMO_KERNELS = ["-m", "tapegrad", "demo", "--steps", "2"]     # the README's demo
 
     def setup(self):
         _need("ones", "Tensor.backward")
@@ -384,14 +384,16 @@ class ColdStart:
         self.env["PYTHONPATH"] = root + (os.pathsep + self.env["PYTHONPATH"]
                                          if self.env.get("PYTHONPATH") else "")
 
-    def _cold(self, code):
+    def _cold(self, args):
+        """args: Python code, or the interpreter's arguments as a list."""
         import shutil
         import tempfile
         cache = tempfile.mkdtemp(prefix="tapegrad-cold-")
         try:
             env = dict(self.env, TAPEGRAD_CACHE_DIR=cache)
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], env=env, check=True,
+            args = args if isinstance(args, list) else ["-c", args]
+            subprocess.run([sys.executable] + args, env=env, check=True,
                            stdout=subprocess.DEVNULL, timeout=TIMEOUT)
             return time.perf_counter() - t0
         finally:

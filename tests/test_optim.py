@@ -795,6 +795,34 @@ def test_warmup_as_a_cold_start_helper():
     assert res.returncode != 0 and "unknown warmup task 'nope'" in res.stderr
 
 
+COVER_SCRIPT = """
+import gc, json
+from numba.core.registry import CPUDispatcher
+from tapegrad.__main__ import _compile_task, _MAIN_TASKS, _HELPER_TASKS, train, spirals, make_model
+from tapegrad.ops.registry import OPS
+import tapegrad as tg
+for t in _MAIN_TASKS + _HELPER_TASKS:
+    _compile_task(t)
+def compiled():
+    sigs = {(d.py_func.__qualname__, str(s)) for d in gc.get_objects()
+            if isinstance(d, CPUDispatcher) for s in d.signatures}
+    return sigs | {(op.name, k) for op in OPS for k in (op._kernels or {})}
+before = compiled()
+X, Y = spirals(64)
+tg.manual_seed(0)
+train(tg, make_model(tg), X, Y, 3, 0.01, compiled=True)
+print(json.dumps(sorted(map(str, compiled() - before))))
+"""
+
+
+def test_cold_start_tasks_cover_the_demo():
+    """What the demo compiles on a cold start is its two processes' tasks, which run side
+    by side: a kernel its steps compiled afterwards would be compiled alone, on one core."""
+    res = _run(["-c", COVER_SCRIPT])
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1]) == []
+
+
 # =========================================================== cached parameter tables
 def _momentum_steps(edit):
     """SGD(momentum 0.9, lr 0.1) on p = [1, 2] with gradient [1, 1] every step; `edit`

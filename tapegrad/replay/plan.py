@@ -252,6 +252,18 @@ class GuardMiss(Exception):
     """The arguments are not the ones the plan was recorded for; nothing ran."""
 
 
+def small_natives():
+    """The addresses of the engine entries the executor calls besides op_entry and sweep
+    (compiled on first use: a cold start compiles them with the executor)."""
+    with kernel_cache(engine=True):
+        return {h: native_address(fn, sig) for h, fn, sig in (
+            (X.H_RELEASE, core.release_id, _ENTRY_SIGS["release_id"]),
+            (X.H_DETACH, core.detach, _ENTRY_SIGS["detach"]),
+            (X.H_DATA, core.data_alias, _ENTRY_SIGS["data_alias"]),
+            (X.H_NEW, core.new_tensor, _ENTRY_SIGS["new_tensor"]),
+            (X.H_FILL, random.fill_dropout, random.FILL_SIG))}
+
+
 class Runner:
     """Runs a Program for k steps per call; owns its buffers and its memory plan."""
 
@@ -260,13 +272,9 @@ class Runner:
         E = engine()
         E.compile_core()
         with kernel_cache(engine=True):
-            natives = {h: native_address(fn, sig) for h, fn, sig in (
-                (X.H_OPFN, core.op_entry, _OP_SIG), (X.H_SWEEPFN, core.sweep, _SWEEP_SIG),
-                (X.H_RELEASE, core.release_id, _ENTRY_SIGS["release_id"]),
-                (X.H_DETACH, core.detach, _ENTRY_SIGS["detach"]),
-                (X.H_DATA, core.data_alias, _ENTRY_SIGS["data_alias"]),
-                (X.H_NEW, core.new_tensor, _ENTRY_SIGS["new_tensor"]),
-                (X.H_FILL, random.fill_dropout, random.FILL_SIG))}
+            natives = {X.H_OPFN: native_address(core.op_entry, _OP_SIG),
+                       X.H_SWEEPFN: native_address(core.sweep, _SWEEP_SIG)}
+        natives.update(small_natives())
         self.run = native_entry(X.run, X.RUN_SIG)
         self.H = np.zeros(X.HW, np.int64)
         self.state = np.zeros(4, np.int64)
