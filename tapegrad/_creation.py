@@ -113,15 +113,21 @@ def from_numpy(arr):
     if any(s < 0 or s % dt.itemsize for s in st):
         raise ValueError("from_numpy: arrays with negative or unaligned strides are not "
                          "supported; pass np.ascontiguousarray(arr)")
-    nbytes = max(arr.nbytes, 1)
+    return _adopt(arr, dt, arr.shape, [s // dt.itemsize for s in st], 0)
+
+
+def _adopt(owner, dt, shape, strides, offset):
+    """A tensor over the memory of NumPy array owner (kept alive with it): dtype dt,
+    shape, strides and offset in elements; the caller checked that it fits."""
     with E.lock:
-        E.iargs[:arr.ndim] = arr.shape
-        E.iargs[arr.ndim:2 * arr.ndim] = [s // dt.itemsize for s in st]
-        i = E.call(core.adopt, arr.ctypes.data, nbytes, dt.code, arr.ndim, 0)
+        nd = len(shape)
+        E.iargs[:nd] = shape
+        E.iargs[nd:2 * nd] = strides
+        i = E.call(core.adopt, owner.ctypes.data, max(owner.nbytes, 1), dt.code, nd, offset)
         # forget arrays whose tensors are gone *before* recording this one: the storage
         # id may be a recycled one whose release is still queued
         E.flush()
-        E.ext[int(E.meta[i, L.M_SID])] = arr
+        E.ext[int(E.meta[i, L.M_SID])] = owner
     if RECORDING[0] is not None:
         RECORDING[0].created(i)
     return _wrap(i)

@@ -378,8 +378,32 @@ class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
+    # ------------------------------------------------------------ copy and pickle
     def __reduce_ex__(self, proto):
-        raise TypeError("tapegrad tensors are not pickled; use tapegrad.save")
+        """pickle (multiprocessing, ...), as in PyTorch: the values, dtype and
+        requires_grad come back as a new leaf; a gradient does not. (tapegrad.save writes
+        checkpoints without pickle.)"""
+        return _unpickle, (type(self), np.array(_numpy_view(self), copy=True),
+                           self.requires_grad)
+
+    def __copy__(self):
+        """copy.copy: a new leaf over the same memory, with its own version counter."""
+        return _leaf_like(self, self.data)
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy, as in PyTorch: graph leaves only, new memory with the same
+        layout (tensors copied together that share memory share the copy), requires_grad,
+        and a deep copy of .grad."""
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment. Copy a non-leaf with .detach().clone() "
+                "(or deep-copy the leaves it was computed from).")
+        new = _leaf_like(self, _copy_memory(self, memo))
+        memo[id(self)] = new
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+        return new
 
     # ------------------------------------------------------------ conversions
     def contiguous(self):
@@ -387,6 +411,40 @@ class Tensor:
 
     def type(self):
         return f"tapegrad.{self.dtype.tensor_type}"
+
+
+def _unpickle(cls, values, requires_grad):
+    from ._creation import from_numpy
+    return _leaf_like(cls, from_numpy(values), requires_grad)
+
+
+def _leaf_like(like, data, requires_grad=None):
+    """data as a leaf of like's class (a Parameter stays one), requiring grad as like."""
+    cls = like if isinstance(like, type) else type(like)
+    if requires_grad is None:
+        requires_grad = like.requires_grad
+    if cls is not Tensor:
+        return cls(data, requires_grad)
+    return data.requires_grad_(True) if requires_grad else data
+
+
+def _copy_memory(t, memo):
+    """A tensor like t (shape, strides, offset, dtype) over a copy of t's whole memory
+    block: tensors deep-copied together that share a block share its copy (the memo
+    keeps it)."""
+    import ctypes
+    from ._creation import _adopt
+    m = E.meta[t._i].tolist()
+    sid = m[L.M_SID]
+    addr, nbytes = int(E.stor[sid, L.S_ADDR]), int(E.stor[sid, L.S_NBYTES])
+    key = ("tapegrad memory", addr, nbytes)
+    block = memo.get(key)
+    if block is None:
+        block = memo[key] = np.empty(max(nbytes, 1), np.uint8)
+        ctypes.memmove(block.ctypes.data, addr, nbytes)
+    nd = m[L.M_NDIM]
+    return _adopt(block, D.BY_CODE[m[L.M_DTYPE]], m[L.M_SHAPE:L.M_SHAPE + nd],
+                  m[L.M_STRIDE:L.M_STRIDE + nd], m[L.M_OFF])
 
 
 def zero_grads(params, set_to_none):

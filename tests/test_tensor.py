@@ -279,3 +279,129 @@ def test_repr_of_computed_tensors_matches_torch():
                 repr(x.unbind()[0]), repr(x.detach()), repr(x.reshape(3, 2))]
     ours = [r.replace("tapegrad", "torch") for r in reprs(tg)]
     assert ours == reprs(torch)
+
+
+# ------------------------------------------------------------------ copy, deepcopy, pickle
+def test_deepcopy_of_a_leaf_copies_values_layout_requires_grad_and_grad():
+    import copy
+    x = tg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=tg.float64, requires_grad=True)
+    (x * x).sum().backward()
+    y = copy.deepcopy(x)
+    assert y is not x and y.is_leaf and y.grad_fn is None and y.requires_grad
+    assert y.dtype is tg.float64 and y.shape == (2, 3)
+    np.testing.assert_array_equal(y.detach().numpy(), x.detach().numpy())
+    assert y.grad is not x.grad
+    np.testing.assert_array_equal(y.grad.numpy(), 2 * x.detach().numpy())
+    with tg.no_grad():
+        y.mul_(10.0)
+        y.grad.zero_()
+    assert x.detach().tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]     # new memory
+    assert x.grad.tolist() == [[2.0, 4.0, 6.0], [8.0, 10.0, 12.0]]
+    t = tg.tensor(np.arange(12.0).reshape(3, 4)).t()        # strided: layout kept
+    c = copy.deepcopy(t)
+    assert c.stride() == t.stride() == (1, 4)
+    np.testing.assert_array_equal(c.numpy(), np.arange(12.0).reshape(3, 4).T)
+    for v in (tg.tensor([1, -2]), tg.tensor([True, False]), tg.tensor(2.5)):
+        c = copy.deepcopy(v)
+        assert c.dtype is v.dtype and c.shape == v.shape and c.tolist() == v.tolist()
+        assert not c.requires_grad
+
+
+def test_deepcopy_refuses_a_non_leaf_and_keeps_shared_memory_shared():
+    import copy
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(x * 2)
+    with tg.no_grad():
+        assert copy.deepcopy(x * 2).tolist() == [2.0, 4.0, 6.0]    # no graph: a leaf
+    base = x.detach()
+    a, b = copy.deepcopy([base, base[1:]])      # copied together: one copy of the memory
+    a[2] = 100.0
+    assert b.tolist() == [2.0, 100.0] and x.tolist() == [1.0, 2.0, 3.0]
+    same = copy.deepcopy([x, x])
+    assert same[0] is same[1]
+
+
+def test_deepcopy_of_a_parameter_drops_its_grad_as_in_pytorch():
+    import copy
+    p = tg.nn.Parameter(tg.ones(2))
+    (p * 3).sum().backward()
+    q = copy.deepcopy(p)
+    assert type(q) is tg.nn.Parameter and q.requires_grad and q.grad is None
+    assert q.tolist() == [1.0, 1.0]
+    frozen = copy.deepcopy(tg.nn.Parameter(tg.zeros(1), requires_grad=False))
+    assert type(frozen) is tg.nn.Parameter and not frozen.requires_grad
+
+
+def test_deepcopy_of_model_and_optimizer_trains_apart_in_lockstep():
+    """A model and its optimizer copied together: the copy's optimizer updates the copy's
+    parameters, continuing from the copied momentum; both then train to the same values
+    while the original's parameters are left alone by the copy's steps."""
+    import copy
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = tg.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+
+    def step(m, o):
+        o.zero_grad()
+        loss = (m(x) ** 2).mean()
+        loss.backward()
+        o.step()
+        return loss.item()
+    step(model, opt)
+    model2, opt2 = copy.deepcopy((model, opt))
+    assert opt2.param_groups[0]["params"][0] is model2[0].weight
+    assert opt.__dict__["_tables"] and not opt2.__dict__["_tables"]    # (raw addresses of
+    # the original's memory: were the originals freed, their ids could match the key)
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    step(model2, opt2)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), b)
+    step(model, opt)
+    for _ in range(3):
+        assert step(model, opt) == step(model2, opt2)
+    for p, q in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_copy_shares_memory_and_pickle_round_trips():
+    import copy
+    import pickle
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * 2).sum().backward()
+    c = copy.copy(x)
+    assert c is not x and c.requires_grad and c.is_leaf and c.grad is None
+    c.data[0] = 9.0
+    assert x.tolist() == [9.0, 2.0, 3.0]
+    for t in (x, x * 2, tg.tensor(np.arange(6.0).reshape(2, 3), dtype=tg.float64).t(),
+              tg.tensor([3, 4]), tg.tensor([True]), tg.tensor(1.5)):
+        r = pickle.loads(pickle.dumps(t))
+        assert r.dtype is t.dtype and r.shape == t.shape and r.tolist() == t.tolist()
+        assert r.requires_grad == t.requires_grad and r.is_leaf and r.grad is None
+    p = pickle.loads(pickle.dumps(tg.nn.Parameter(tg.ones(2))))
+    assert type(p) is tg.nn.Parameter and p.requires_grad
+    tg.manual_seed(1)
+    model = tg.nn.Linear(2, 3)
+    inp = tg.ones(4, 2)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(model))(inp).detach().numpy(),
+                                  model(inp).detach().numpy())
+
+
+def test_copy_deepcopy_and_pickle_match_torch():
+    import copy
+    import pickle
+    torch = pytest.importorskip("torch")
+    for lib in (tg, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        (x * x).sum().backward()
+        p = lib.nn.Parameter(lib.ones(2))
+        (p * 2).sum().backward()
+        got = []
+        for y in (copy.deepcopy(x), copy.copy(x), pickle.loads(pickle.dumps(x)),
+                  pickle.loads(pickle.dumps(x * 2)), copy.deepcopy(p), copy.copy(p)):
+            got.append((type(y).__name__, y.tolist(), y.requires_grad, y.is_leaf,
+                        None if y.grad is None else y.grad.tolist()))
+        if lib is tg:
+            mine = got
+    assert mine == got

@@ -29,5 +29,10 @@ class Parameter(Tensor):
 
     __str__ = __repr__
 
-    def __reduce_ex__(self, proto):
-        raise TypeError("tapegrad tensors are not pickled; use tapegrad.save")
+    def __deepcopy__(self, memo):
+        """As PyTorch's: a Parameter over a copy of the values, requiring grad as this
+        one; the gradient is not copied."""
+        new = memo.get(id(self))
+        if new is None:
+            new = memo[id(self)] = type(self)(self.detach().clone(), self.requires_grad)
+        return new

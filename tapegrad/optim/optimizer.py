@@ -118,6 +118,11 @@ class Optimizer:
         self.param_groups.append(group)
         STRUCTURE[0] += 1
 
+    def __getstate__(self):
+        """copy.deepcopy and pickle: the kernel arguments kept between steps hold raw
+        addresses of these parameters' memory, so a copy starts without them."""
+        return dict(self.__dict__, _tables={})
+
     @property
     def state(self):
         return self._state
