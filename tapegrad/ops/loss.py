@@ -276,23 +276,27 @@ def _line_exps(X, N, K, D):
     and the sum of exp(x - max); E[i] = exp(X[i] - max of i's line). The exps are one flat
     loop over the block (vectorised: 32x10 logits in 0.3 us where a libm call per logit
     inside each line's sum took 1.9)."""
-    MX = np.full(N * D, -np.inf)
-    for n in range(N):          # (max(), not a branch: random logits mispredicted it, 1.8
-        for k in range(K):      # of the 3.8 us that 32x10 logits took)
-            for d in range(D):
-                MX[n * D + d] = max(MX[n * D + d], X[n * K * D + k * D + d])
-    E = np.empty(N * K * D, np.float64)     # first the line maxima, then the exps
-    for n in range(N):
-        for k in range(K):
-            for d in range(D):
-                E[n * K * D + k * D + d] = MX[n * D + d]
+    MX = np.empty(N * D)
+    E = np.empty(N * K * D)         # first x - max, then its exp
+    S = np.empty(N * D)
+    for n in range(N):              # one line at a time (line by line, not a pass over
+        for d in range(D):          # the block per class: 32x10 logits 2.9 -> 1.7 us)
+            b = n * K * D + d
+            m = -np.inf
+            for k in range(K):      # (max(), not a branch: random logits mispredict it)
+                m = max(m, X[b + k * D])
+            MX[n * D + d] = m
+            for k in range(K):
+                E[b + k * D] = X[b + k * D] - m
     for i in range(N * K * D):
-        E[i] = exp(X[i] - E[i])
-    S = np.zeros(N * D, np.float64)
+        E[i] = exp(E[i])
     for n in range(N):
-        for k in range(K):
-            for d in range(D):
-                S[n * D + d] += E[n * K * D + k * D + d]
+        for d in range(D):
+            b = n * K * D + d
+            s = 0.0
+            for k in range(K):
+                s += E[b + k * D]
+            S[n * D + d] = s
     return E, MX, S
 
 
