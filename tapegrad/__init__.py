@@ -39,6 +39,7 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
     _math.install(globals())
 
     from ._functions import *  # noqa: F401,F403  (module-level op spellings)
+    from ._utilities import *  # noqa: F401,F403  (equal, isclose, eye, randint, ...)
     from . import nn
     from . import optim
     from .serialization import save, load  # noqa: F401
