@@ -434,6 +434,7 @@ def _copy_memory(t, memo):
     keeps it)."""
     import ctypes
     from ._creation import _adopt
+    _note_break("copy.deepcopy of a tensor (Python copies its values)")
     m = E.meta[t._i].tolist()
     sid = m[L.M_SID]
     addr, nbytes = int(E.stor[sid, L.S_ADDR]), int(E.stor[sid, L.S_NBYTES])

@@ -2646,3 +2646,18 @@ def test_two_threads_share_one_compiled_function():
         sys.setswitchinterval(interval)
     assert errors == []
     assert f.stats["recordings"] == 1
+
+
+def test_copying_values_in_a_compiled_function_falls_back_to_eager():
+    """Both copy a tensor's values in Python, which a replay would not repeat: a graph
+    break, and every call copies the values it was given."""
+    import copy
+    import pickle
+
+    for how, clone in (("copy.deepcopy of a tensor", copy.deepcopy),
+                       ("reads or writes a tensor's values",
+                        lambda t: pickle.loads(pickle.dumps(t)))):
+        c = compile_(lambda x: clone(x) * 2.0)
+        with pytest.warns(tg.CompileWarning, match=how):
+            assert c(tg.tensor([1.0, 2.0])).tolist() == [2.0, 4.0]
+        assert c(tg.tensor([5.0, 6.0])).tolist() == [10.0, 12.0]
