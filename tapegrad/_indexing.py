@@ -587,9 +587,10 @@ def _join(ts, d, stack, opname=None):
     else:
         shape[d] = sum(t.shape[d] for t in ts)
     opname = opname or ("stack" if stack else "cat")
+    sizes = [1 if stack else t.shape[d] for t in ts]
     return _wrap(run(BY_NAME[opname], ts[0]._i,
                      ts[1]._i if len(ts) > 1 else -1, c=ts[2]._i if len(ts) > 2 else -1,
-                     iargs=(d, int(stack)), fargs=[len(shape)] + shape))
+                     iargs=[d, int(stack)] + sizes, fargs=[len(shape)] + shape))
 
 
 def stack(tensors, dim=0):

@@ -1224,6 +1224,29 @@ def test_linear_gradients_only_where_wanted_and_accumulate():
     assert x.grad is None
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("wants", ["b", "x", "w", "xb", "wb"])
+def test_linear_with_only_some_inputs_wanting_gradients(wants, dtype):
+    """The inputs that want no gradient are not kept by the row: the backward takes the
+    inner size from the row (with only the bias wanting one, it read an unkept tensor's
+    shape from the tape)."""
+    rng = np.random.default_rng(14)
+    x, w, b = _linear_inputs(dtype, rng)
+    x, w, b = (t.detach().requires_grad_(name in wants) for t, name in zip((x, w, b), "xwb"))
+    g = rng.standard_normal((5, 4)).astype(dtype)
+    for _ in range(3):
+        for t in (x, w, b):
+            t.grad = None
+        nn.functional.linear(x, w, b).backward(tg.tensor(g))
+        xn, wn = x.detach().numpy(), w.detach().numpy()
+        tol = dict(rtol=1e-5 if dtype == np.float32 else 1e-14)
+        for name, t, expected in (("x", x, g @ wn), ("w", w, g.T @ xn), ("b", b, g.sum(0))):
+            if name in wants:
+                np.testing.assert_allclose(t.grad.numpy(), expected, **tol)
+            else:
+                assert t.grad is None
+
+
 @pytest.mark.parametrize("case", ["transposed_input", "batched_3d", "vector", "no_bias"])
 def test_linear_other_layouts_are_composed_and_exact(case):
     rng = np.random.default_rng(13)

@@ -693,6 +693,26 @@ def test_stack(n, dim):
     assert_gradcheck(lambda *t: tg.stack(odd_fortran(t), dim), *ts)
 
 
+@pytest.mark.parametrize("pattern", ["cg", "gc", "cgc", "gcg", "ccg", "cgcgc"])
+@pytest.mark.parametrize("join", ["cat", "stack"])
+def test_cat_and_stack_with_inputs_that_need_no_gradient(pattern, join):
+    """Inputs that need no gradient (c) are not kept by the row, so the backward must not
+    read their shapes from the tape: it took garbage sizes there and wrote the gradients
+    of the inputs after them (g, computed by an op) at wrong offsets, or out of bounds."""
+    cs = [tg.tensor(data((2, 1 if join == "cat" else 2), 40 + k)) for k in range(len(pattern))]
+    x = leaf(data((2, 2), 41))
+
+    def fn(t):
+        parts = [cs[k] if p == "c" else t * (k + 1.0) for k, p in enumerate(pattern)]
+        return getattr(tg, join)(parts, 1) * 1.5
+    out = fn(x)
+    expected = getattr(np, "concatenate" if join == "cat" else "stack")(
+        [cs[k].numpy() if p == "c" else vals(x) * (k + 1.0) for k, p in enumerate(pattern)],
+        1) * 1.5
+    np.testing.assert_allclose(vals(out), expected, rtol=1e-12)
+    assert_gradcheck(fn, x)
+
+
 def test_cat_and_stack_of_strided_views_of_one_tensor():
     a = data((4, 6), 8)
     x = leaf(a)
@@ -701,6 +721,24 @@ def test_cat_and_stack_of_strided_views_of_one_tensor():
     np.testing.assert_array_equal(vals(tg.cat(parts(x))), np.concatenate(parts(a)))
     assert_gradcheck(lambda t: tg.cat(parts(t), 0), x)
     assert_gradcheck(lambda t: tg.stack([t[:, ::2], t[:, 1::2], t[:, :3], t[:, 3:]], 1), x)
+
+
+@pytest.mark.parametrize("name", [n for n in WHERES if "s" not in WHERES[n]])
+@pytest.mark.parametrize("const", [0, 1])
+def test_where_with_one_operand_that_needs_no_gradient(name, const):
+    """The operand that needs no gradient is not kept by the row: the backward must not
+    read its shape from the tape."""
+    cshape, *shapes = WHERES[name]
+    cond = data(cshape, 1) > 0
+    c = tg.tensor(data(shapes[const], 7))
+    x = leaf(data(shapes[1 - const], 8))
+
+    def fn(t):
+        ops = [c, t * 2.0] if const == 0 else [t * 2.0, c]
+        return tg.where(mask(cond), *ops)
+    ins = [c.numpy(), vals(x) * 2.0][::1 if const == 0 else -1]
+    np.testing.assert_array_equal(vals(fn(x)), np.where(cond, *ins))
+    assert_gradcheck(fn, x)
 
 
 @pytest.mark.parametrize("sizes,dim", [([1, 3, 1], 1), ([0, 2, 1], 0), ([4, 1], -1),

@@ -371,8 +371,12 @@ def where_bwd(caddr, row):
     c = T[row, R_IN + 2 * IW + IN_SAVED]
     oc = _aligned_offsets(M, c, nd, shape)
     Cd = u8_at(data_addr(C, c), span(M, c))
-    ogx, mx = _grad_offsets(C, row, 0, nd, shape)
-    ogy, my = _grad_offsets(C, row, 1, nd, shape)
+    ogx = ogy = np.zeros(0, np.int64)   # (an input that wants no gradient is not kept:
+    mx = my = 0                         # its shape is not on the tape to read)
+    if gx != 0:
+        ogx, mx = _grad_offsets(C, row, 0, nd, shape)
+    if gy != 0:
+        ogy, my = _grad_offsets(C, row, 1, nd, shape)
     g = row_grad_addr(C, row, 0)
     if T[row, R_ODTYPE] == F32:
         _where_grad(Cd, oc, f32_at(g, n), f32_at(gx, mx if gx else 0), ogx,

@@ -10,11 +10,11 @@ import numpy as np
 from numba import carray
 
 from .._engine.layout import K_OK, F32, M_DTYPE, M_NDIM, M_SHAPE, E_DTYPE, E_SHAPE, \
-    R_IN, IN_SAVED, IW, R_OSHAPE
+    R_IN, IN_SAVED, IW, R_OSHAPE, R_IATTR
 from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, ptr_f32, ptr_f64
 from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
-                            edge_grad_addr, grad_for_write, is_contiguous, input_shape)
+                            edge_grad_addr, grad_for_write, is_contiguous)
 from .registry import OpDef, register
 
 _M = __name__
@@ -77,7 +77,8 @@ def linear_fwd(caddr, row):
         return E_SHAPE
     if not (is_contiguous(M, x) and is_contiguous(M, w) and is_contiguous(M, b)):
         return E_SHAPE
-    shape = np.empty(2, np.int64)
+    tape_of(C)[row, R_IATTR] = k    # for the backward: with only the bias wanting a
+    shape = np.empty(2, np.int64)   # gradient, neither x nor the weight is kept
     shape[0] = n
     shape[1] = m
     out = make_output(C, dt, 2, shape)
@@ -97,9 +98,7 @@ def linear_bwd(caddr, row):
     T = tape_of(C)
     n = T[row, R_OSHAPE]
     m = T[row, R_OSHAPE + 1]
-    shape = np.empty(8, np.int64)
-    input_shape(C, row, 1, shape)
-    k = shape[1]
+    k = T[row, R_IATTR]
     x = T[row, R_IN + IW + IN_SAVED]             # saved when the weight wants a gradient
     w = T[row, R_IN + 2 * IW + IN_SAVED]         # saved when the input wants one
     gb = edge_grad_addr(C, row, 0)

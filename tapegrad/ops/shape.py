@@ -13,7 +13,7 @@ from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of,
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1)
 from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
-                            input_shape, _gather)
+                            _gather)
 from .reduce import input_grad, scatter_grad, numel, _odometer
 from .registry import OpDef, register
 
@@ -240,8 +240,10 @@ def strided_view_bwd(caddr, row):
 
 
 # ---------------------------------------------------------------- cat / stack
-# attrs: [0] dim of the output, [1] 1 for stack (inputs lack that dim); forward-only
-# iargs FV: output ndim and shape. More than MAXIN inputs are joined as a tree by Python.
+# attrs: [0] dim of the output, [1] 1 for stack (inputs lack that dim), [2 + k] input k's
+# size along dim (the backward's layout: an input that needs no gradient is not kept, so
+# its shape is not on the tape); forward-only iargs FV: output ndim and shape. More than
+# MAXIN inputs are joined as a tree by Python.
 @jit
 def _part_layout(shape_k, nk, strides_k, dim, stack):
     """Input k's shape and strides in the output's dims (stack inserts a size-1 dim)."""
@@ -302,11 +304,13 @@ def cat_bwd(caddr, row):
     n = out_numel(T, row)
     g = row_grad_addr(C, row, 0)
     f32 = T[row, R_ODTYPE] == F32
-    ishape = np.empty(MAXD, np.int64)
     off = 0
     for k in range(T[row, R_NIN]):
-        nk = input_shape(C, row, k, ishape)
-        sh, st = _part_layout(ishape, nk, contiguous_strides(nk, ishape), dim, stack)
+        sh = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
+        sh[dim] = T[row, R_IATTR + 2 + k]
+        st = contiguous_strides(nd, sh)
+        if stack:                   # (the input lacks dim: its size-1 dim has stride 0)
+            st[dim] = 0
         start = off * gst[dim]
         off += sh[dim]
         ga = edge_grad_addr(C, row, k)
