@@ -30,9 +30,10 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
     from ._creation import (tensor, empty, zeros, ones, full, arange, rand, randn,
                             zeros_like, ones_like, empty_like, full_like, rand_like,
                             randn_like, from_numpy, manual_seed)
-    from . import _functions, _promotion, _indexing, _math
+    from . import _functions, _promotion, _indexing, _math, _creation
 
     _install_methods()
+    _creation.install()
     _functions.install()
     _promotion.install(globals())
     _indexing.install(globals())

@@ -1,5 +1,6 @@
 """Making tensors: from data, filled, random (tapegrad's own seeded generator)."""
 import numbers
+import warnings
 
 import numpy as np
 
@@ -196,3 +197,104 @@ randn_like = _like(randn)
 
 def full_like(t, fill_value, dtype=None, requires_grad=False):
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def check_device(device, fn):
+    if device is not None and str(device) != "cpu":
+        raise RuntimeError(f"{fn}(): tapegrad runs on the CPU only, got device {device!r}")
+
+
+# ---------------------------------------------------------------- Tensor.new_*
+# PyTorch's factories on a tensor: its dtype unless told otherwise, never its history or
+# its requires_grad.
+def _new_filled(fn):
+    def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+            pin_memory=False):
+        check_device(device, "new_" + fn.__name__)
+        return fn(*_size(size, "new_" + fn.__name__), dtype=dtype or self.dtype,
+                  requires_grad=requires_grad)
+    new.__name__ = "new_" + fn.__name__
+    return new
+
+
+new_zeros = _new_filled(zeros)
+new_ones = _new_filled(ones)
+new_empty = _new_filled(empty)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"new_full(): argument 'size' (position 1) must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    check_device(device, "new_full")
+    return full(_size((size,), "new_full"), fill_value, dtype=dtype or self.dtype,
+                requires_grad=requires_grad)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or "
+                      "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                      "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
+    check_device(device, "new_tensor")
+    return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+# ---------------------------------------------------------------- in-place random fills
+def uniform_values(shape, low, high):
+    """Draws for uniform_ (the method and nn.init's): float64 from tapegrad's generator."""
+    return _GEN[0].uniform(low, high, shape)
+
+
+def normal_values(shape, mean, std):
+    """Draws for normal_ (the method and nn.init's): float64 from tapegrad's generator."""
+    return mean + std * _GEN[0].standard_normal(shape)
+
+
+def uniform_(self, low=0.0, high=1.0, *, generator=None, **bounds):
+    """uniform_(from=0, to=1), PyTorch's keyword names being `from` and `to`. Written as
+    self.copy_(draws): a leaf that requires grad refuses it outside no_grad, a tensor with
+    history gets a gradient of zero to its old values, as in PyTorch."""
+    low = bounds.pop("from", low)
+    high = bounds.pop("to", high)
+    _random_fill_check(self, "uniform_", "check_uniform_bounds", generator, bounds)
+    low, high = float(low), float(high)
+    if low > high:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
+                           f"from={low:g} > to={high:g}")
+    info = np.finfo(self.dtype.np)
+    if not (info.min <= low <= info.max and info.min <= high <= info.max):
+        raise RuntimeError(f"uniform_: {'from' if not info.min <= low <= info.max else 'to'} "
+                           f"is out of bounds for {self.dtype.name}")
+    return self.copy_(_from_array(uniform_values(tuple(self.shape), low, high), D.float64,
+                                  False))
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    _random_fill_check(self, "normal_", "normal_kernel_cpu", generator, {})
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return self.copy_(_from_array(normal_values(tuple(self.shape), float(mean), float(std)),
+                                  D.float64, False))
+
+
+def _random_fill_check(self, fn, kernel, generator, unexpected):
+    if unexpected:
+        raise TypeError(f"{fn}() got an unexpected keyword argument '{next(iter(unexpected))}'")
+    if generator is not None:
+        raise NotImplementedError(f"{fn}(): generator objects are not supported; tapegrad "
+                                  "draws from its one generator (tapegrad.manual_seed)")
+    if not self.dtype.is_floating_point:
+        from ._promotion import _type_name
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{_type_name(self.dtype)}' ({fn} fills floating point "
+                                  "tensors only)")
+
+
+def install():
+    for name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "uniform_",
+                 "normal_"):
+        setattr(Tensor, name, globals()[name])

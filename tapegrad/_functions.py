@@ -248,8 +248,8 @@ def _resolve_shape(shape, numel, fn):
                                "the unspecified dimension size -1 can be any value and is "
                                "ambiguous")
         if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{[(-1 if i == infer else x) for i, x in enumerate(shape)]}' "
-                               f"is invalid for input of size {numel}")
+            given = [(-1 if i == infer else x) for i, x in enumerate(shape)]
+            raise RuntimeError(f"shape '{given}' is invalid for input of size {numel}")
         shape[infer] = numel // known
     elif known != numel:
         raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
@@ -341,9 +341,10 @@ def expand(self, *sizes):
     sh = list(self.shape)
     nd, na = len(sizes), len(sh)
     if nd < na:
-        raise RuntimeError(f"expand(tapegrad.{self.dtype.tensor_type}{{{sh}}}, size={list(sizes)}): "
-                           f"the number of sizes provided ({nd}) must be greater or equal to the "
-                           f"number of dimensions in the tensor ({na})")
+        raise RuntimeError(f"expand(tapegrad.{self.dtype.tensor_type}{{{sh}}}, "
+                           f"size={list(sizes)}): the number of sizes provided ({nd}) must "
+                           f"be greater or equal to the number of dimensions in the tensor "
+                           f"({na})")
     if nd > L.MAXD:
         raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {nd}")
     out = []
@@ -364,6 +365,40 @@ def expand(self, *sizes):
 
 def expand_as(self, other):
     return expand(self, other.shape)
+
+
+def repeat(self, *sizes):
+    """Tiles self sizes[d] times along each dim (leading sizes add dims): per repeated dim,
+    a new dim of size 1 before it, expanded and merged into it by a reshape, so the
+    gradient is the expand's (a sum over the copies)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if not sizes:
+        raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
+    for r in sizes:
+        if not isinstance(r, numbers.Integral) or isinstance(r, bool):
+            raise TypeError(f"repeat(): argument 'repeats' must be tuple of ints, but found "
+                            f"element of type {type(r).__name__}")
+    nd = len(sizes)
+    if nd < self.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    shape = [1] * (nd - self.ndim) + list(self.shape)
+    out = [int(r) * s for r, s in zip(sizes, shape)]
+    if any(r < 0 for r in sizes):
+        first = next(n for n in out if n < 0)
+        raise RuntimeError(f"Trying to create tensor with negative dimension {first}: {out}")
+    if nd >= L.MAXD and any(r != 1 for r in sizes):
+        raise RuntimeError(f"repeat(): tapegrad tensors have at most {L.MAXD} dims, and "
+                           f"repeating one of {nd} dims takes one more on the way")
+    x = reshape(self, shape)
+    for d, r in enumerate(sizes):
+        if r != 1:
+            head, tail = out[:d], shape[d:]
+            x = reshape(expand(reshape(x, head + [1] + tail), head + [int(r)] + tail),
+                        out[:d + 1] + tail[1:])
+    # repeat always copies (a reshape alone could be a view of self)
+    return x.clone() if all(r == 1 for r in sizes) else x
 
 
 def unbind(input, dim=0):
@@ -387,7 +422,8 @@ def install():
     g = globals()
     T = Tensor
     for name in ("sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "reshape",
-                 "flatten", "permute", "transpose", "t", "expand", "expand_as", "unbind"):
+                 "flatten", "permute", "transpose", "t", "expand", "expand_as", "unbind",
+                 "repeat"):
         setattr(T, name, g[name])
     T.__matmul__ = matmul
     T.__rmatmul__ = lambda self, other: matmul(other, self)

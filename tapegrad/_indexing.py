@@ -285,7 +285,8 @@ def getitem(self, key):
             step = 1 if k.step is None else _int(k.step, "slice")
             if step == 0:
                 raise ValueError("slice step cannot be zero")
-            start, stop, _ = slice(k.start, k.stop, step).indices(t.shape[d]) if step > 0 else (0, 0, 1)
+            start, stop, _ = (slice(k.start, k.stop, step).indices(t.shape[d]) if step > 0
+                              else (0, 0, 1))
             if step <= 0 or not (start == 0 and stop == t.shape[d] and step == 1):
                 t = _slice(t, d, k.start, k.stop, step)
             d += 1
@@ -464,8 +465,6 @@ def setitem(self, key, value):
     pos = _positions(list(self.shape), key)
     if isinstance(value, Tensor):
         v = to(value, self.dtype)
-        if E.meta[v._i, L.M_SID] == E.meta[self._i, L.M_SID]:
-            v = v.clone()               # reading while writing the same memory
     elif _is_scalar(value):
         v = make(float(value), dtype=self.dtype)
     else:
@@ -480,13 +479,8 @@ def setitem(self, key, value):
     except ValueError:
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
                            f"broadcast to indexing result of shape {list(pos.shape)}") from None
-    if tuple(v.shape) != pos.shape:
-        v = v.expand(pos.shape)
-    from ._promotion import from_array
-    p = from_array(pos)
     try:
-        run(BY_NAME["index_put"], self._i, p._i, flags=GRAD_MODE[0] | L.OPF_INPLACE, c=v._i,
-            iargs=(0,))
+        _put(self, pos, v)
     except RuntimeError as exc:
         if "leaf Variable" in str(exc) and not any(_is_advanced(k) for k in key):
             # PyTorch writes x[basic key] through a view of x
@@ -495,12 +489,56 @@ def setitem(self, key, value):
         raise
 
 
+def _put(self, pos, v, accumulate=False):
+    """self.flat[pos] = v (or += v), v broadcastable to pos's shape and of self's dtype:
+    one IndexPutBackward0 row, the gradient reaching v and self's other elements."""
+    from ._promotion import from_array, bump_version
+    if E.meta[self._i, L.M_NUMEL] == 0:
+        # nothing to write, and the engine would refuse an empty tensor whose strides
+        # repeat a memory location (a 0 stride)
+        bump_version(self)
+        return
+    if E.meta[v._i, L.M_SID] == E.meta[self._i, L.M_SID]:
+        v = v.clone()               # reading while writing the same memory
+    if tuple(v.shape) != pos.shape:
+        v = v.expand(pos.shape)
+    positions = from_array(pos)     # (held: a wrapper dropped early frees its memory)
+    run(BY_NAME["index_put"], self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE,
+        c=v._i, iargs=(int(bool(accumulate)),))
+
+
 def index_put_(self, indices, values, accumulate=False):
-    from ._promotion import to, from_array
-    pos = _positions(list(self.shape), tuple(indices))
-    v = to(values, self.dtype).expand(pos.shape)
-    run(BY_NAME["index_put"], self._i, from_array(pos)._i,
-        flags=GRAD_MODE[0] | L.OPF_INPLACE, c=v._i, iargs=(int(bool(accumulate)),))
+    from ._promotion import to
+    _put(self, _positions(list(self.shape), tuple(indices)), to(values, self.dtype),
+         accumulate)
+    return self
+
+
+def copy_(self, src, non_blocking=False):
+    """self's values := src's, broadcast to self's shape and converted to self's dtype, in
+    place (one version bump). A float tensor is written as self[...] = src, so under
+    autograd the gradient reaches src (summed over broadcast dims, through the dtype
+    conversion) and not self's old values, as PyTorch's CopyBackwards does."""
+    from ._promotion import to, bump_version, _broadcast_check
+    from ._creation import tensor as make
+    if not isinstance(self, Tensor):
+        raise TypeError(f"copy_(): argument 'self' must be Tensor, not {type(self).__name__}")
+    if _is_scalar(src):
+        src = make(src, dtype=self.dtype if self.dtype.is_floating_point else None)
+    elif not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not "
+                        f"{type(src).__name__}")
+    _broadcast_check(self, src)
+    shape = tuple(self.shape)
+    wide = np.broadcast_shapes(shape, tuple(src.shape))
+    if wide != shape:
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
+                           f"shape {list(wide)}")
+    if not self.dtype.is_floating_point:
+        _numpy_view(self)[...] = _numpy_view(src)
+        bump_version(self)
+        return self
+    _put(self, _positions(list(shape), (Ellipsis,)), to(src, self.dtype))
     return self
 
 
@@ -614,7 +652,7 @@ def install(g):
     T = Tensor
     for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk",
                  "index_select", "gather", "masked_select", "masked_fill", "masked_fill_",
-                 "index_put_", "nonzero"):
+                 "index_put_", "nonzero", "copy_"):
         setattr(T, name, globals()[name])
     T.__getitem__ = getitem
     T.__setitem__ = setitem

@@ -91,8 +91,9 @@ def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
             device = a
         else:
             raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
-    if device is not None and str(device) != "cpu":
-        raise RuntimeError(f"tapegrad runs on the CPU only, got device {device!r}")
+    if device is not None:
+        from ._creation import check_device
+        check_device(device, "to")
     if dtype is None or dtype is self.dtype:
         return self.clone() if copy else self
     if not isinstance(dtype, D.dtype):

@@ -409,6 +409,9 @@ class Tensor:
     def contiguous(self):
         return self if self.is_contiguous() else self.clone()
 
+    def cpu(self, memory_format=None):
+        return self         # every tapegrad tensor is a CPU tensor, as PyTorch's cpu() keeps
+
     def type(self):
         return f"tapegrad.{self.dtype.tensor_type}"
 
@@ -767,6 +770,43 @@ def _rtruediv(self, other):
     return self.reciprocal() * other         # PyTorch's own decomposition
 
 
+def _with_alpha(method, name):
+    """add/sub (and add_/sub_) with PyTorch's alpha= keyword: self op alpha * other. The
+    operators (+, -, +=, -=) keep the plain method."""
+    def with_alpha(self, other, *, alpha=1):
+        if not isinstance(self, Tensor) and not (_is_scalar(self) and isinstance(other, Tensor)):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(self).__name__}")
+        if not (isinstance(other, Tensor) or _is_scalar(other)):
+            raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not "
+                            f"{type(other).__name__}")
+        if not _is_scalar(alpha):
+            raise TypeError(f"{name}(): argument 'alpha' must be Number, not "
+                            f"{type(alpha).__name__}")
+        if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
+            other = _scaled(self, other, alpha)
+        if not isinstance(self, Tensor):        # tapegrad.add(2, x), as torch.add allows
+            return other + self if name == "add" else other.__rsub__(self)
+        return method(self, other)
+    with_alpha.__name__ = with_alpha.__qualname__ = name
+    return with_alpha
+
+
+def _scaled(self, other, alpha):
+    """alpha * other, after PyTorch's checks of alpha against the result's dtype."""
+    from ._promotion import result_type
+    rt = result_type(self, other)
+    if isinstance(alpha, (bool, np.bool_)):
+        if rt is not D.bool_:
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif not rt.is_floating_point and not isinstance(alpha, numbers.Integral):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    if rt is D.bool_:           # bool arithmetic is logical: alpha only switches other off
+        return other & bool(alpha)
+    return other * alpha
+
+
 def _fill_(self, value):
     if isinstance(value, Tensor):
         value = value.item()
@@ -783,7 +823,10 @@ def _install():
         ip = _inplace_method(op, name + "_")
         setattr(T, name + "_", ip)
         setattr(T, f"__i{'truediv' if name == 'div' else name}__", ip)
-    T.__radd__ = T.add
+        if name in ("add", "sub"):
+            setattr(T, name, _with_alpha(m, name))
+            setattr(T, name + "_", _with_alpha(ip, name + "_"))
+    T.__radd__ = T.__add__
     T.__rmul__ = T.mul
     T.__rsub__ = _binary_method(BY_NAME["rsub"])
     T.__rtruediv__ = _rtruediv

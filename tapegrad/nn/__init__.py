@@ -2,7 +2,8 @@
 from . import functional, init, utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .module import Module  # noqa: F401
-from .layers import (Sequential, ModuleList, ModuleDict, Identity, Linear, Flatten,  # noqa: F401
-                     ReLU, Tanh, Sigmoid, GELU, LeakyReLU, Softplus, Softmax, LogSoftmax,
+from .layers import (Sequential, ModuleList, ModuleDict, ParameterList,  # noqa: F401
+                     Identity, Linear, Flatten, ReLU, Tanh, Sigmoid, GELU, LeakyReLU,
+                     Softplus, Softmax, LogSoftmax, SiLU, ELU,
                      Dropout, Embedding, LayerNorm, BatchNorm1d, MSELoss, L1Loss, HuberLoss,
                      SmoothL1Loss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss)

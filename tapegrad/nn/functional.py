@@ -5,6 +5,7 @@ binary cross entropies, nll, and cross_entropy = log_softmax + nll in one stable
 those PyTorch composes (l1_loss, cross_entropy with probability targets) are composed the
 same way, so grad_fn chains match.
 """
+import numbers
 import warnings
 
 import numpy as np
@@ -13,7 +14,7 @@ from .. import _dtype as D
 from .._engine import layout as L
 from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: F401
                      logsumexp)
-from .._promotion import result_type, to, from_array
+from .._promotion import result_type, to, from_array, _type_name
 from ..tensor import Tensor, run, _wrap, _numpy_view
 from ..ops.registry import BY_NAME
 from ..tensor import E as _E
@@ -32,6 +33,133 @@ def sigmoid(input):
 
 def tanh(input):
     return input.tanh()
+
+
+def _float_only(input, fn, kernel):
+    """Activations refuse integer tensors, as PyTorch's kernels do."""
+    _check(input, "input", fn)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(input.dtype)}'"
+                                  f" ({fn} takes floating point tensors)")
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x). inplace=True returns a new tensor too (as relu here)."""
+    _float_only(input, "silu", "silu_cpu")
+    return input * input.sigmoid()
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1); exp reads min(x, 0), so a large positive x
+    never makes inf (whose zero gradient share would be 0 * inf = nan)."""
+    _float_only(input, "elu", "elu_cpu")
+    negative = (input.clamp_max(0.0).exp() - 1.0) * alpha
+    return input.where(input > 0, negative)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(norm_p(input, dim), eps), PyTorch's formula."""
+    if out is not None:
+        raise NotImplementedError("normalize(): out= is not supported")
+    _check(input, "input", "normalize")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"normalize(): expected a floating point input, got "
+                           f"{input.dtype.name}")
+    return input / input.norm(p, dim, keepdim=True).clamp_min(eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 / |x1| * x2 / |x2|) along dim, as PyTorch computes it: each norm is clamped
+    to eps without autograd seeing the clamp (the gradient flows as if unclamped)."""
+    from ..autograd import no_grad
+    from .._promotion import _broadcast_check
+    _check(x1, "x1", "cosine_similarity")
+    _check(x2, "x2", "cosine_similarity")
+    rt = result_type(x1, x2)
+    if not rt.is_floating_point:
+        raise RuntimeError(f"cosine_similarity(): expected common dtype to be floating point, "
+                           f"yet common dtype is {_type_name(rt)}")
+    _broadcast_check(x1, x2)
+    shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    x1, x2 = to(x1, rt).expand(shape), to(x2, rt).expand(shape)
+    units = []
+    for x in (x1, x2):
+        n = x.norm(2, dim, keepdim=True).clone()
+        with no_grad():
+            n.clamp_(min=eps)
+        units.append(x / n)
+    return (units[0] * units[1]).sum(dim)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise target * (log target - input) (target given as log target with
+    log_target=True), 0 where target is 0; reduction "batchmean" divides the sum by the
+    batch size, "mean" by the element count (with PyTorch's warning)."""
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if size_average is not None or reduce is not None:
+        _reduction(reduction, size_average, reduce)         # (raises: use reduction=)
+    _check(input, "input", "kl_div")
+    _check(target, "target", "kl_div")
+    if not (input.dtype.is_floating_point and target.dtype.is_floating_point):
+        raise RuntimeError("kl_div: Integral inputs not supported.")
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
+    if log_target:
+        pointwise = target.exp() * (target - input)
+    else:       # PyTorch's xlogy(target, target): 0 where target is 0, nan where negative
+        pointwise = (target * target.log()).where(target != 0, 0.0) - target * input
+    if reduction == "none":
+        return pointwise
+    if reduction == "mean":
+        return pointwise.mean()
+    total = pointwise.sum()
+    return total / input.shape[0] if reduction == "batchmean" and input.ndim else total
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Constant padding: pad = (left, right) of the last dim, then of the one before, ...;
+    negative amounts crop. The result is a tensor filled with value whose inner block is
+    assigned the (cropped) input, so the gradient is the input's part of it."""
+    _check(input, "input", "pad")
+    if not isinstance(pad, (tuple, list)):
+        raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, not "
+                        f"{type(pad).__name__}")
+    for k, n in enumerate(pad):
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+            raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, but "
+                            f"found element of type {type(n).__name__} at pos {k}")
+    if mode != "constant":
+        if mode in ("reflect", "replicate", "circular"):
+            raise NotImplementedError(f"pad(): mode {mode!r} is not supported by tapegrad "
+                                      "yet; only 'constant'")
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the "
+                           f"input dimension but got padding length {len(pad)} and input of "
+                           f"dimension {input.ndim}")
+    shape = list(input.shape)
+    source, target = [slice(None)] * input.ndim, [slice(None)] * input.ndim
+    for k in range(len(pad) // 2):
+        d = input.ndim - 1 - k
+        before, after = int(pad[2 * k]), int(pad[2 * k + 1])
+        kept = shape[d] - max(-before, 0) - max(-after, 0)
+        if kept < 0:
+            raise RuntimeError(f"pad(): negative padding {before} and {after} crops more than "
+                               f"the size {shape[d]} of dimension {d} of the input")
+        source[d] = slice(max(-before, 0), max(-before, 0) + kept)
+        target[d] = slice(max(before, 0), max(before, 0) + kept)
+        shape[d] = shape[d] + before + after
+    out = input.new_full(shape, 0 if value is None else value)
+    # (not a cat of constant blocks and the input: cat's gradient to an input computed
+    # by an op comes out wrong when a constant block precedes it)
+    out[tuple(target)] = input[tuple(source)]
+    return out
 
 
 def linear(input, weight, bias=None):

@@ -45,11 +45,11 @@ def calculate_gain(nonlinearity, param=None):
 
 
 def uniform_(tensor, a=0.0, b=1.0):
-    return _fill(tensor, _creation._GEN[0].uniform(a, b, tuple(tensor.shape)))
+    return _fill(tensor, _creation.uniform_values(tuple(tensor.shape), a, b))
 
 
 def normal_(tensor, mean=0.0, std=1.0):
-    return _fill(tensor, mean + std * _creation._GEN[0].standard_normal(tuple(tensor.shape)))
+    return _fill(tensor, _creation.normal_values(tuple(tensor.shape), mean, std))
 
 
 def constant_(tensor, val):

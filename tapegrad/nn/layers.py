@@ -1,12 +1,15 @@
 """Layers and loss modules, PyTorch's constructors, defaults and reprs."""
 import collections
+import collections.abc
 import math
+import operator
 
 from .. import _creation
 from .. import _dtype as D
 from ..autograd import no_grad
 from . import functional as F
 from . import init
+from ..tensor import Tensor
 from .module import Module
 from .parameter import Parameter
 
@@ -124,6 +127,70 @@ class ModuleDict(Module):
             self[k] = m
 
 
+class ParameterList(Module):
+    """Parameters held in a list, registered under "0", "1", ... (so parameters(),
+    state_dict() and optimizers see them); a Tensor appended becomes a Parameter, other
+    objects are kept as plain attributes, as in PyTorch."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def _key(self, idx):
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        return str(idx % len(self))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList([self[i] for i in range(*idx.indices(len(self)))])
+        return getattr(self, self._key(idx))
+
+    def __setitem__(self, idx, param):
+        if isinstance(param, Tensor) and not isinstance(param, Parameter):
+            param = Parameter(param)
+        setattr(self, self._key(idx), param)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def append(self, value):
+        self._size += 1
+        self[self._size - 1] = value
+        return self
+
+    def extend(self, values):
+        if not isinstance(values, collections.abc.Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got "
+                            + type(values).__name__)
+        for v in values:
+            self.append(v)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+    def extra_repr(self):
+        lines = []
+        for k, p in enumerate(self):
+            if isinstance(p, Tensor):
+                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+                size = "x".join(str(n) for n in p.shape)
+                lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size {size}]")
+            else:
+                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
+        return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- layers
 class Identity(Module):
     def __init__(self, *args, **kwargs):
@@ -197,6 +264,8 @@ Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshol
                        (("beta", 1.0), ("threshold", 20.0)))
 Softmax = _activation("Softmax", lambda m, x: F.softmax(x, m.dim), (("dim", None),))
 LogSoftmax = _activation("LogSoftmax", lambda m, x: F.log_softmax(x, m.dim), (("dim", None),))
+SiLU = _activation("SiLU", lambda m, x: F.silu(x))
+ELU = _activation("ELU", lambda m, x: F.elu(x, m.alpha), (("alpha", 1.0),))
 
 
 class Dropout(Module):
@@ -246,7 +315,8 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(_creation.ones(*self.normalized_shape, dtype=dtype or D.float32))
+            self.weight = Parameter(_creation.ones(*self.normalized_shape,
+                                                   dtype=dtype or D.float32))
             if bias:
                 self.bias = Parameter(_creation.zeros(*self.normalized_shape,
                                                       dtype=dtype or D.float32))
