@@ -95,10 +95,10 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
 # A cold start splits the compiling between this process and a helper, about evenly
 # (about 20 s of CPU each), and so that the engine functions both halves call compile
 # once: this process starts with op_entry, whose callees the sweep shares, while the
-# helper compiles Adam and linear, which need few of them, and then the sweep, which by
-# then loads those callees from the cache (3 s less than compiling them again).
-_MAIN_TASKS = ("op_entry", "op:tanh", "replay", "op:cross_entropy")
-_HELPER_TASKS = ("optim:adam", "op:linear", "sweep")
+# helper compiles Adam and linear, which need few of them, then the sweep, which by then
+# loads those callees from the cache (3 s less than compiling them again), then tanh.
+_MAIN_TASKS = ("op_entry", "replay", "op:cross_entropy")
+_HELPER_TASKS = ("optim:adam", "op:linear", "sweep", "op:tanh")
 _EAGER_ENTRIES = ("drain_queue", "contiguous_id", "adopt")
 
 
