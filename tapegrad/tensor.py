@@ -574,6 +574,13 @@ def op_error(exc, op, a, b):
                                 "to be modified inplace. You should replace the inplace "
                                 "operation by an out-of-place one.")
     if code == L.E_VIEW_INPLACE:
+        if E.meta[a, L.M_FLAGS] & L.FL_PLAINVIEW:
+            return RuntimeError(
+                f"{name}: writing a value that requires grad into a view of a tensor that "
+                "does not is not supported yet: the base tensor would not get the gradient "
+                "history, so gradients through it would be lost. Write into the base "
+                "instead (base[index] = value), or build the result out of place (cat, "
+                "where)")
         if E.meta[a, L.M_FLAGS] & L.FL_VIEWLEAF:
             return RuntimeError("a view of a leaf Variable that requires grad is being used "
                                 "in an in-place operation.")

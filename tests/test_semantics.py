@@ -210,6 +210,35 @@ def test_inplace_on_view_of_leaf_raises():
     close(w, [1.0, 2.0])
 
 
+def test_recording_into_a_view_of_a_tensor_without_grad_raises_and_changes_nothing():
+    """PyTorch moves such a view's new history onto its base (CopySlices); tapegrad cannot
+    yet, and writing anyway lost every gradient that went through the base. So: a clear
+    error, nothing written, and the cases that need no rebase still work."""
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    base = tg.zeros(4)
+    for write in (lambda v: v.__setitem__(Ellipsis, x * 2.0), lambda v: v.add_(x),
+                  lambda v: v.mul_(x), lambda v: v.copy_(x)):
+        v = base[1:3]
+        with pytest.raises(RuntimeError, match="into a view of a tensor that does not "
+                                               r"is not supported yet.*base\[index\] = value"):
+            write(v)
+        assert base.tolist() == [0.0, 0.0, 0.0, 0.0] and base._version == 0
+        with pytest.raises(RuntimeError, match="into a view"):
+            write(base.view(2, 2)[0])           # a view of a view
+    out = tg.zeros(4)
+    out[1:3] = x * 2.0                          # into the base: recorded there
+    w = tg.tensor([1.0, 10.0, 100.0, 1000.0])
+    (out * w).sum().backward()
+    assert x.grad.tolist() == [20.0, 200.0]
+    with tg.no_grad():                          # nothing recorded: allowed
+        base[1:3].add_(x)
+    base[2:].mul_(3.0)                          # nothing that requires grad: allowed
+    assert base.tolist() == [0.0, 1.0, 6.0, 0.0]
+    d = base.detach()                           # not a view for autograd, as in PyTorch
+    d.add_(tg.ones(4, requires_grad=True))
+    assert d.grad_fn.name() == "AddBackward0"
+
+
 def test_inplace_leaf_errors_match_torch():
     progs = [
         lambda L: L.tensor(2.0, requires_grad=True).fill_(4.0),

@@ -849,7 +849,7 @@ def _inplace_check(C, a, b, grad_on, record):
     if grad_on:
         if M[a, M_FLAGS] & FL_REQ and M[a, M_ROW] < 0:
             return E_LEAF_INPLACE
-        if M[a, M_FLAGS] & FL_VIEW and record:
+        if M[a, M_FLAGS] & (FL_VIEW | FL_PLAINVIEW) and record:
             return E_VIEW_INPLACE
     for d in range(M[a, M_NDIM]):
         if M[a, M_STRIDE + d] == 0 and M[a, M_SHAPE + d] > 1:

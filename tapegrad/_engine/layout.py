@@ -38,6 +38,8 @@ FL_VIEW = 8      # a view of a tensor that requires grad
 FL_VIEWLEAF = 16 # a view of a leaf that requires grad
 FL_HOOK = 32     # a leaf with tensor hooks: its gradient gathers in M_GTMP, Python hands
                  # it to the hooks and then accumulates it into .grad
+FL_PLAINVIEW = 64  # a view of a tensor that does not require grad: an in-place op that
+                   # recorded into it would give it a history its base never sees
 
 # ---- storage[storage_id, :] ---------------------------------------------------
 S_ADDR = 0

@@ -7,8 +7,8 @@ attributes carry the target shape ([0] ndim, [1:] sizes), the permutation, or th
 import numpy as np
 
 from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
-                              M_ROW, M_OFF, M_SID, FL_REQ, FL_VIEW, FL_VIEWLEAF, R_IATTR,
-                              R_ONDIM, R_OSHAPE, R_ODTYPE, R_NIN, C_NOUTS)
+                              M_ROW, M_OFF, M_SID, FL_REQ, FL_VIEW, FL_VIEWLEAF, FL_PLAINVIEW,
+                              R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE, R_NIN, C_NOUTS)
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, f32_at, f64_at
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1)
@@ -39,6 +39,8 @@ def _view_of(C, a, nd, shape, strides, off):
             M[v, M_FLAGS] |= FL_VIEWLEAF
     elif fl & FL_VIEW:
         M[v, M_FLAGS] |= fl & (FL_VIEW | FL_VIEWLEAF)
+    else:
+        M[v, M_FLAGS] |= FL_PLAINVIEW
     return v
 
 
