@@ -781,6 +781,9 @@ def _with_alpha(method, name):
     """add/sub (and add_/sub_) with PyTorch's alpha= keyword: self op alpha * other. The
     operators (+, -, +=, -=) keep the plain method."""
     def with_alpha(self, other, *, alpha=1):
+        if alpha.__class__ is int and alpha == 1 and isinstance(other, Tensor) and \
+                isinstance(self, Tensor):       # the common call: every check below passes
+            return method(self, other)
         if not isinstance(self, Tensor) and not (_is_scalar(self) and isinstance(other, Tensor)):
             raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
                             f"{type(self).__name__}")

@@ -156,8 +156,8 @@ def pad(input, pad, mode="constant", value=None):
         target[d] = slice(max(before, 0), max(before, 0) + kept)
         shape[d] = shape[d] + before + after
     out = input.new_full(shape, 0 if value is None else value)
-    # (not a cat of constant blocks and the input: cat's gradient to an input computed
-    # by an op comes out wrong when a constant block precedes it)
+    # (one row whatever the number of padded dims, where cats of constant blocks would
+    # take one per padded side)
     out[tuple(target)] = input[tuple(source)]
     return out
 
