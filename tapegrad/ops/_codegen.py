@@ -285,7 +285,8 @@ def _fused_source(op):
     the members' formulas over xa, xb, c<k>, t<i> (forward), the reverse-mode lines giving
     ua, ub (reverse), the inputs with a gradient, whether the gradients read values (then
     the recorded forward writes tangents, operand slots 4 and 5, and the backward reads
-    them from slots 0 and 1) and whether sin/cos read an input.
+    them from slots 0 and 1), whether sin/cos read an input, and whether the gradients
+    read the result only (then the backward reads it, the saved output, from slot 2).
 
     Constants are written into the loops, so conditions on them (pow's `b == two`) fold
     away: LLVM does not unswitch loops this large on a loop-invariant argument, and a
@@ -296,7 +297,7 @@ def _fused_source(op):
     odometer's unit-stride loop kept it from vectorising (a 32x128 add+relu with a
     broadcast bias: 6.5 us instead of 0.6). The libm path for huge sin/cos arguments is a
     loop of its own."""
-    nin, consts, forward, reverse, diff, tangent, trig = op.spec
+    nin, consts, forward, reverse, diff, tangent, trig, from_out = op.spec
     src = [_HEADER.format(name=op.name)]
     final = forward[-1][0]
 
@@ -338,6 +339,8 @@ def _fused_source(op):
 
         def bbody(mode, guarded):
             lines = [f"g = {_access('G', mode)}"]
+            if from_out:            # (the saved output, in the tangent slot TA)
+                lines += [f"{final} = {_access('TA', mode)}"]
             if not tangent:
                 lines += [f"{v} = {cast}({_branch_free(e, cast)})" for v, e in reverse]
             for k in diff:
@@ -350,6 +353,8 @@ def _fused_source(op):
         ops_b.update({("GA", "GB")[k]: 4 + k for k in diff})
         if tangent:
             ops_b.update({("TA", "TB")[k]: k for k in diff})
+        elif from_out:
+            ops_b["TA"] = 2
         # _bwda: every input with a formula wants its gradient; _bwd (two inputs) checks
         for name, guarded in (("_bwda", False), ("_bwd", True))[:len(diff)]:
             src.append("@jit")
@@ -364,7 +369,8 @@ def _fused_source(op):
         tail = "st, D[D_SHAPE:D_SHAPE + nd], nd, n, D[D_FLAT] != 0"
         ops = "operand_{ty}(D, {k}, lo, n)"
         fwd_args = ", ".join(ops.format(ty=ty, k=k) for k in (0, 1, 2, 4, 5))
-        bwd_args = ", ".join(ops.format(ty=ty, k=k) for k in (3, 0, 1, 4, 5))
+        bwd_args = ", ".join(ops.format(ty=ty, k=k) for k in (3, 2 if from_out else 0, 1,
+                                                               4, 5))
 
         def fcall(big):
             plain = f"_fwdp_{ty}_{big}({fwd_args}, {tail})"
