@@ -1981,6 +1981,40 @@ def test_kept_losses_keep_their_values():
     assert_same(res[0], res[1])
 
 
+def test_values_of_a_dropped_compiled_function_outlive_it():
+    """What a replay put in its plan's arena (the returned loss, a parameter's .grad)
+    stays valid after the compiled function is dropped and collected; the arena goes once
+    nothing uses it. (It was freed with the function: the values read freed memory.)"""
+    from tapegrad.replay import plan as P
+    rng = np.random.default_rng(70)
+    x = tg.tensor(rng.standard_normal((8, 5)))
+    w = tg.tensor(rng.standard_normal((5, 3)), requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        loss = (x @ w).tanh().sum()
+        loss.backward()
+        return loss * 2.0
+    want = arr(step(x)), arr(w.grad)
+    f = compile_(step)
+    with no_break():
+        for _ in range(3):
+            out = f(x)
+    arena = next(iter(f.plans.values()))[0].arena
+    addr, size = arena.ctypes.data, arena.size
+    del f, arena
+    gc.collect()
+    junk = [np.full(size, 7.0) for _ in range(50)]      # (reuses freed memory, if any)
+    assert_same(out, want[0])
+    assert_same(w.grad, want[1])
+    assert any(a.ctypes.data == addr for a, _ in P._GRAVEYARD)
+    del out, junk
+    w.grad = None
+    E.flush()
+    P._bury(None, None)
+    assert not any(a.ctypes.data == addr for a, _ in P._GRAVEYARD)
+
+
 def test_memory_flat_steps_k():
     k = 4
     data = batches(k, seed=38)

@@ -82,7 +82,7 @@ class CompiledFunction:
         self._last_visible = None
         self._same_visible = None   # generated: is the last snapshot still current?
         self._source_exprs = None
-        self._last = None           # the _LastPlan of the last replay
+        self._fast = None           # _fast_path's function for the last plan replayed
         self.stats = {"recordings": 0, "replays": 0}
         self._lock = threading.RLock()
 
@@ -256,24 +256,24 @@ class CompiledFunction:
             if self.steps:
                 return [self.fn(*a, **kw) for a, kw in _step_args(args, kwargs, self.steps)]
             return self.fn(*args, **kwargs)
+        if self._fast is not None and not kwargs:
+            out = self._fast(self, args)
+            if out is not _MISSING:
+                return out
         # one call at a time: the guards, a plan's buffers and a recording are shared
         with self._lock:
             if self.steps:
                 return self._call_steps(args, kwargs)
-            out = self._replay_last(args) if self._last and not kwargs else None
-            if out is None:
-                key, ids = self._key(args, kwargs)
-                plan = self.plans.get(key)
-                if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
-                    return self._record(args, kwargs)
-                out = plan[0].call1(ids)
-                if out is None:     # (cannot happen: the key matched, so must the table)
-                    return self._record(args, kwargs)
-                self._last = _LastPlan(plan, key, self, len(args),
-                                       len(ids) == len(args) and not kwargs)
-                out = (plan, out)
-            plan, out = out
+            key, ids = self._key(args, kwargs)
+            plan = self.plans.get(key)
+            if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
+                return self._record(args, kwargs)
             runner, spec = plan[0], plan[1]
+            out = runner.call1(ids)
+            if out is None:     # (cannot happen: the key matched, so must the table)
+                return self._record(args, kwargs)
+            self._fast = self._fast_path(plan, key, len(args),
+                                         len(ids) == len(args) and not kwargs)
             self.stats["replays"] += 1
             if runner.stale:
                 self._retire(plan, runner)
@@ -281,32 +281,58 @@ class CompiledFunction:
             return _wrap(out[0]) if runner.pg.ret_own[0] else _adopt_ref(out[0])
         return _results(runner, spec, out)
 
-    def _replay_last(self, args):
-        """The last plan's replay, when every guard but the arguments' is unchanged (the
-        compiled call checks those): skips building the guard key. None: it does not
-        apply (nothing ran)."""
-        last = self._last
-        if (not last.tensors_only or len(args) != last.nargs or last.hooked or _LEAF_HOOKS
-                or GRAD_MODE[0] != last.grad_mode or self._structure != STRUCTURE[0]
-                or self._fingerprint is not last.fingerprint
-                or self._visible() is not last.visible):
+    def _fast_path(self, plan, key, nargs, tensors_only):
+        """The replay of `plan` (just replayed under `key`) for the next calls whose guards
+        other than the arguments' are unchanged (the compiled call checks the arguments'
+        own): no guard key to build, one frame. None: it cannot apply. The function it
+        returns, called with this function and the arguments, gives _MISSING when its
+        checks fail (nothing ran). (It takes this function as an argument rather than
+        holding it: no reference cycle, so a dropped compiled function and its plans go
+        at once.)"""
+        runner, spec = plan[0], plan[1]
+        if not tensors_only or key[1] is not None or runner.plan is None or runner.pg.rand:
             return None
-        ids = []
-        for a in args:
-            if not isinstance(a, Tensor):
-                return None
-            ids.append(a._i)
-        runner = last.plan[0]
-        if runner.pg.grad_guards and not runner.grads_match():
-            return None
-        out = runner.call1(ids)
-        return None if out is None else (last.plan, out)
+        grad_mode, fingerprint, visible = key[0], self._fingerprint, self._last_visible[3]
+        step1, a1 = runner.step1, runner._arg1_mv
+        grad_guards, own, one = runner.pg.grad_guards, runner.pg.ret_own[0], spec is _ONE
+
+        def fast(self, args):
+            with self._lock:
+                # (runner.plan: another thread may have dropped the plan since the caller
+                # read self._fast)
+                if (len(args) != nargs or _LEAF_HOOKS or GRAD_MODE[0] != grad_mode
+                        or runner.plan is None or self._structure != STRUCTURE[0]
+                        or self._fingerprint is not fingerprint
+                        or (grad_guards and not runner.grads_match())):
+                    return _MISSING
+                try:                # (self._visible(), inlined)
+                    same = self._same_visible()
+                except ValueError:  # a cell unbound since
+                    same = False
+                if not same or self._last_visible[3] is not visible:
+                    return _MISSING
+                j = 0
+                for a in args:
+                    if not isinstance(a, Tensor):
+                        return _MISSING
+                    a1[j] = a._i
+                    j += 1
+                out = step1(runner)
+                if out is None:
+                    return _MISSING
+                self.stats["replays"] += 1
+                if runner.stale:
+                    self._retire(plan, runner)
+            if one:
+                return _wrap(out[0]) if own else _adopt_ref(out[0])
+            return _results(runner, spec, out)
+        return fast
 
     def _retire(self, plan, runner):
         """A call found the recording out of date (the optimizer's parameters with
         gradients changed): the next call records again."""
         if runner.stale:
-            self._last = None
+            self._fast = None
             for key, p in list(self.plans.items()):
                 if p is plan:
                     self.plans.pop(key)
@@ -360,7 +386,7 @@ class CompiledFunction:
             self._fall_back(b)
             return result
         key, ids = self._key(args, kwargs)  # after the step: optimizer state now exists
-        self._last = None
+        self._fast = None
         old = self.plans.pop(key, None)
         if old is not None:
             old[0].close()
@@ -376,24 +402,10 @@ class CompiledFunction:
 
     def _fall_back(self, brk):
         self.eager = brk
-        self._last = None
+        self._fast = None
         where = f" at {brk.where}" if brk.where else ""
         warnings.warn(f"tapegrad.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                       f"eagerly: {brk.reason}{where}", CompileWarning, stacklevel=3)
-
-
-class _LastPlan:
-    """The last replayed plan and the guard key parts it was found under that a call
-    can check by identity."""
-    __slots__ = ("plan", "grad_mode", "hooked", "fingerprint", "visible", "nargs",
-                 "tensors_only")
-
-    def __init__(self, plan, key, cf, nargs, tensors_only):
-        self.plan, self.nargs = plan, nargs
-        self.grad_mode, self.hooked = key[0], key[1] is not None
-        self.fingerprint = cf._fingerprint
-        self.visible = cf._last_visible[3]
-        self.tensors_only = tensors_only
 
 
 def _arg_guard(ids):

@@ -30,6 +30,14 @@ _UNKNOWN = -2
 _ARG, _EXT, _OWN = 0, 1, 2
 _RETRY = (L.E_NEED_KERNEL, L.E_GROW_META, L.E_GROW_STOR, L.E_GROW_TAPE)
 _GRAVEYARD = []     # arenas of dropped plans whose blocks some tensor still uses
+
+
+def _bury(arena, occ):
+    """Keep a dropped plan's arena while a tensor uses it; let go of the ones no tensor
+    uses any more (their last tensors were released since)."""
+    _GRAVEYARD[:] = [(a, o) for a, o in _GRAVEYARD if o.any()]
+    if occ is not None and occ.any():
+        _GRAVEYARD.append((arena, occ))
 _EVLEN = {L.EV_BIRTH: 2, L.EV_ALIAS: 4, L.EV_PY: 4, L.EV_ALLOC: 3, L.EV_FREE: 3}
 
 
@@ -296,6 +304,7 @@ class Runner:
         self._read_hyper = _hyper_reader(program.optim)
         self.guard = None
         self.plan = None            # memory plan: per allocation (address, bytes, occupancy)
+        self.step1 = None           # call1's fast branch, once the plan exists
         self.stale = False          # a call found the recording out of date: record again
         self._opt_at = {}           # pc of an I_OPT -> (optimizer, group index)
         pc, k = 0, 0
@@ -344,35 +353,49 @@ class Runner:
         a1 = self._arg1_mv
         for j, i in enumerate(ids):
             a1[j] = i
-        self._write_hyper()
-        if not self._one_step:      # (a k-step call moved them)
-            H = self._Hmv
-            H[X.H_STEPS] = 1
-            H[X.H_ARGIDS] = self._a1
-            H[X.H_RETIDS] = self._r1
-            H[X.H_SEEDS] = self._s0
-            self._one_step = True
-        st = self._state_mv
-        st[0] = st[1] = 0
-        c = self._ctx
-        with self._engine_lock:
-            c[_C_PLAN] = self.plan_addr
-            c[_C_PLANN] = self.plan_n
-            try:
-                r = self.run(self._caddr, self.haddr)
-                if r == X.E_GUARD:
-                    return None
-                if r != 0:
-                    self._drive(engine(), r)
-            finally:
-                c[_C_PLANN] = 0
-                c[_C_PLANK] = 0
-        return self._ret1_mv.tolist()
+        return self.step1(self)
 
-    def _write_hyper(self):
+    def _make_step1(self):
+        """call1's fast branch for the ids already in _arg1 (CompiledFunction's fast path
+        writes them itself), with what it reads bound once (the plan exists by now): a
+        function of the runner giving the returned ids, or None on a guard miss. (It
+        takes the runner rather than holding it: no reference cycle.)"""
+        read_hyper, st, c, lock = self._read_hyper, self._state_mv, self._ctx, self._engine_lock
+        run, caddr, haddr, ret = self.run, self._caddr, self.haddr, self._ret1_mv
+        paddr, pn = self.plan_addr, self.plan_n
+
+        def step1(self):
+            hps = read_hyper()
+            if hps != self._hyper:
+                self._write_hyper(hps)
+            if not self._one_step:      # (a k-step call moved them)
+                H = self._Hmv
+                H[X.H_STEPS] = 1
+                H[X.H_ARGIDS] = self._a1
+                H[X.H_RETIDS] = self._r1
+                H[X.H_SEEDS] = self._s0
+                self._one_step = True
+            st[0] = st[1] = 0
+            with lock:
+                c[_C_PLAN] = paddr
+                c[_C_PLANN] = pn
+                try:
+                    r = run(caddr, haddr)
+                    if r != 0:
+                        if r == X.E_GUARD:
+                            return None
+                        self._drive(engine(), r)
+                finally:
+                    c[_C_PLANN] = 0
+                    c[_C_PLANK] = 0
+            return ret.tolist()
+        return step1
+
+    def _write_hyper(self, hps=None):
         """Hyper-parameters are read at every call (a scheduler changes them), written
         to the kernels' table when they changed."""
-        hps = self._read_hyper()
+        if hps is None:
+            hps = self._read_hyper()
         if hps != self._hyper:
             for (_, _, _, h, _), hp in zip(self.pg.optim, hps):
                 h[:len(hp)] = hp
@@ -568,9 +591,19 @@ class Runner:
         self.plan_addr = self.plan.ctypes.data
         self.plan_n = len(allocs)
         self.arena_bytes = total
+        self.step1 = self._make_step1()
 
     def close(self):
-        """The plan is dropped: keep its arena if a tensor still lives in it."""
-        if self.occ is not None and self.occ.any():
-            _GRAVEYARD.append((self.arena, self.occ))
-        self.plan = None
+        """The plan is dropped, or the runner dies with its compiled function: the arena
+        stays (in the graveyard) while a tensor still lives in it, a returned value or a
+        parameter's .grad. Before, a dropped compiled function freed it under them: they
+        read freed memory, and their release wrote into it."""
+        _bury(self.arena, self.occ)
+        self.arena = self.occ = None
+        self.plan = self.step1 = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:       # interpreter shutdown: the module may be gone
+            pass
