@@ -1763,6 +1763,23 @@ def test_steps_k_keyword_tensor_is_sliced():
     assert_same([g(X[i], y=Y[i]) for i in range(2)], c(X, y=Y))
 
 
+def test_steps_k_mixed_arguments_and_results_match_eager():
+    """A number between the tensors, a keyword tensor, a tuple result holding a slice
+    itself: every step's values are eager's, on the recording call and on replays (where
+    only the first step's slices get wrappers)."""
+    def g(x, scale, y=None):
+        return (x * scale + y).tanh().sum(), x, y * 1.0
+    c = compile_(g, steps=3)
+    rng = np.random.default_rng(71)
+    for _ in range(3):
+        X = tg.tensor(rng.standard_normal((3, 4)))
+        Y = tg.tensor(rng.standard_normal((3, 4)))
+        with no_break():
+            got = c(X, 0.5, y=Y)
+        assert_same([g(X[i], 0.5, y=Y[i]) for i in range(3)], got)
+    assert c.stats == {"recordings": 1, "replays": 8}
+
+
 # ============================================================ 7. return structures
 def test_return_structures():
     def make(m, o):

@@ -17,7 +17,8 @@ import numpy as np
 
 from .._engine import layout as L
 from .._engine.state import GRAD_MODE, RECORDING, engine
-from ..tensor import Tensor, STRUCTURE, _wrap, _adopt_ref
+from ..tensor import Tensor, STRUCTURE, _wrap, _adopt_ref, run as _run_op
+from ..ops.registry import BY_NAME
 from .plan import Program, Runner, GuardMiss
 from . import _run as X
 from .recorder import Recorder, GraphBreak
@@ -340,13 +341,37 @@ class CompiledFunction:
 
     def _call_steps(self, args, kwargs):
         k = self.steps
-        for a in _tensor_args(args, kwargs):
+        tens = _tensor_args(args, kwargs)
+        for a in tens:
             if a.ndim == 0 or a.shape[0] != k:
                 raise ValueError(f"compile(steps={k}): every tensor argument needs a first "
                                  f"dim of size {k} (one slice per step), got shape "
                                  f"{list(a.shape)}")
-        steps = _step_args(args, kwargs, k)
-        a0, kw0 = steps[0]
+        # the slices' ids (one engine call per tensor); a replay passes them as they are,
+        # only the ones Python sees get wrappers (the first step's, for the guard key)
+        cols = [_unbind_ids(a) for a in tens]
+        views = [[None] * k for _ in tens]
+        try:
+            return self._replay_steps(args, kwargs, k, cols, views)
+        finally:
+            release = engine().release
+            for col, vs in zip(cols, views):
+                for i, v in zip(col, vs):
+                    if v is None:
+                        release(i)
+
+    def _replay_steps(self, args, kwargs, k, cols, views):
+        def step(i):
+            """Step i's arguments: each tensor replaced by its slice i."""
+            for j, vs in enumerate(views):
+                if vs[i] is None:
+                    vs[i] = _wrap(cols[j][i])
+            it = iter(vs[i] for vs in views)
+            a = tuple(next(it) if isinstance(x, Tensor) else x for x in args)
+            kw = {n: next(it) if isinstance(kwargs[n], Tensor) else kwargs[n]
+                  for n in sorted(kwargs)}
+            return a, kw
+        a0, kw0 = step(0)
         key = self._key(a0, kw0)[0]
         plan = self.plans.get(key)
         out = []
@@ -357,16 +382,20 @@ class CompiledFunction:
             key = self._key(a0, kw0)[0]
             plan = None if self.eager is not None else self.plans.get(key)
             if plan is None:
-                return out + [self.fn(*a, **kw) for a, kw in steps[1:]]
+                return out + [self.fn(*a, **kw) for a, kw in map(step, range(1, k))]
         runner, spec = plan[0], plan[1]
         if start < k:
             try:
-                ids = runner([[t._i for t in _tensor_args(a, kw)] for a, kw in steps[start:]])
+                ids = runner(np.array(cols, np.int64).T[start:])
             except GuardMiss:   # (cannot happen: the slices share the first one's guards)
-                return out + [self.fn(*a, **kw) for a, kw in steps[start:]]
+                return out + [self.fn(*a, **kw) for a, kw in map(step, range(start, k))]
             self.stats["replays"] += k - start
             self._retire(plan, runner)
-            out += [_results(runner, spec, row) for row in ids]
+            if spec is _ONE:
+                own = runner.pg.ret_own[0]
+                out += [_wrap(i) if own else _adopt_ref(i) for i in ids[:, 0].tolist()]
+            else:
+                out += [_results(runner, spec, row) for row in ids]
         return out
 
     def _record(self, args, kwargs):
@@ -475,6 +504,12 @@ def _loaded_globals(code):
 def _tensor_args(args, kwargs):
     return [a for a in list(args) + [kwargs[k] for k in sorted(kwargs)]
             if isinstance(a, Tensor)]
+
+
+def _unbind_ids(t):
+    """The ids of t's slices along dim 0, each with the reference a wrapper would hold."""
+    engine().reserve_args(t.shape[0])
+    return _run_op(BY_NAME["unbind"], t._i, iargs=(0,), all_outputs=True)
 
 
 def _step_args(args, kwargs, k):
