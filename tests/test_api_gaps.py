@@ -336,6 +336,29 @@ def test_silu_elu_match_torch():
                                rtol=1e-12)
 
 
+def test_silu_elu_are_ops_like_torchs():
+    """One op each (grad_fn named as PyTorch's), in place when asked (a leaf that requires
+    grad refuses, as in PyTorch), and float32 elu near 0 is exact (expm1, not exp - 1)."""
+    torch = pytest.importorskip("torch")
+    x = leaf(values(14, 3, 4))
+    assert F.silu(x).grad_fn.name() == "SiluBackward0"
+    assert F.elu(x, 0.5).grad_fn.name() == "EluBackward0"
+    assert nn.ELU()(x).grad_fn.name() == "EluBackward0"
+    for fn, tfn in ((F.silu, torch.nn.functional.silu),
+                    (lambda t, **kw: F.elu(t, 0.3, **kw),
+                     lambda t, **kw: torch.nn.functional.elu(t, 0.3, **kw))):
+        a = values(15, 5)
+        y = tg.tensor(a) * 1.0
+        r = fn(y, inplace=True)
+        assert r is y
+        np.testing.assert_allclose(_np(y), tfn(torch.tensor(a)).numpy(), rtol=1e-12)
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+            fn(leaf(a), inplace=True)
+    small = np.array([-1e-4, -3e-6, -1e-9], np.float32)
+    np.testing.assert_array_equal(_np(F.elu(tg.tensor(small))),
+                                  torch.nn.functional.elu(torch.tensor(small)).numpy())
+
+
 def test_silu_elu_errors():
     with pytest.raises(NotImplementedError, match="\"silu_cpu\" not implemented for 'Long'"):
         F.silu(tg.tensor([1, 2]))

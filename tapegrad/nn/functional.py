@@ -13,7 +13,7 @@ import numpy as np
 from .. import _dtype as D
 from .._engine import layout as L
 from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: F401
-                     logsumexp)
+                     logsumexp, _unary_param)
 from .._promotion import result_type, to, from_array, _type_name
 from ..tensor import Tensor, run, _wrap, _numpy_view
 from ..ops.registry import BY_NAME
@@ -44,17 +44,13 @@ def _float_only(input, fn, kernel):
 
 
 def silu(input, inplace=False):
-    """x * sigmoid(x). inplace=True returns a new tensor too (as relu here)."""
     _float_only(input, "silu", "silu_cpu")
-    return input * input.sigmoid()
+    return _unary_param("silu", input, inplace=inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    """x where x > 0, else alpha * (exp(x) - 1); exp reads min(x, 0), so a large positive x
-    never makes inf (whose zero gradient share would be 0 * inf = nan)."""
     _float_only(input, "elu", "elu_cpu")
-    negative = (input.clamp_max(0.0).exp() - 1.0) * alpha
-    return input.where(input > 0, negative)
+    return _unary_param("elu", input, float(alpha), inplace=inplace)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):

@@ -31,7 +31,7 @@ _HEADER = '''\
 import numpy as np
 from math import erf
 from numpy import log, log1p, sqrt, sign, floor, ceil, rint
-from tapegrad.ops._vmath import exp, sin_, cos_, tanh, sincos_huge    # vectorised
+from tapegrad.ops._vmath import exp, expm1, sin_, cos_, tanh, sincos_huge   # vectorised
 from tapegrad.ops._vmath import pick
 from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,
                                      D_ADDR, D_SPAN, D_SHAPE, D_ST, D_S, D_S2, K_OK)

@@ -72,6 +72,12 @@ unary("gelu_tanh", "GeluBackward0",
       "g * (half * (one + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))"
       " + half * a * (one - tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)) ** 2)"
       " * 0.7978845608028654 * (one + 0.134145 * a * a))", method=False)
+# PyTorch's silu kernel (x / (1 + e^-x)) and its infinitely differentiable backward
+unary("silu", "SiluBackward0", "a / (one + exp(-a))",
+      "g * (one / (one + exp(-a))) * (one + a * (one - one / (one + exp(-a))))", method=False)
+# s = alpha; expm1 keeps small negative inputs exact, as PyTorch's kernel does
+unary("elu", "EluBackward0", "a if a > zero else s * expm1(a)",
+      "g if a > zero else g * s * exp(a)", method=False)
 # s = beta, s2 = threshold
 unary("softplus", "SoftplusBackward0", "a if a * s > s2 else log1p(exp(a * s)) / s",
       "g if a * s > s2 else g / (one + exp(-(a * s)))", method=False)
