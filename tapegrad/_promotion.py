@@ -237,6 +237,18 @@ def unary(method, opname, a):
     return method(to(a, D.float32))
 
 
+def unary_inplace(method, opname, a):
+    """x.op_() on an int/bool tensor: the result must keep x's dtype (PyTorch's rule:
+    abs_ and floor_ do, exp_ does not)."""
+    r = unary(method, opname, a)
+    if r.dtype is not a.dtype:
+        raise RuntimeError(f"result type {_type_name(r.dtype)} can't be cast to the desired "
+                           f"output type {_type_name(a.dtype)}")
+    _numpy_view(a)[...] = _numpy_view(r)
+    bump_version(a)
+    return a
+
+
 # ---------------------------------------------------------------- no-gradient ops
 def _broadcast_check(a, b):
     if isinstance(b, Tensor):

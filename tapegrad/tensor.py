@@ -763,6 +763,23 @@ def _unary_method(op):
     return method
 
 
+def _unary_inplace_method(op, out_of_place):
+    """x.exp_() and the like: the op run in place (what its backward reads of the input
+    is kept by the engine, as for every in-place op)."""
+    code = op.opcode
+
+    def method(self):
+        r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0] | L.OPF_INPLACE)
+        if r < 0:
+            if _mixed(self._i, -1):
+                from . import _promotion
+                return _promotion.unary_inplace(out_of_place, op.name, self)
+            run(op, self._i, flags=GRAD_MODE[0] | L.OPF_INPLACE)
+        return self
+    method.__name__ = op.name + "_"
+    return method
+
+
 def _pow(self, exponent):
     if isinstance(exponent, Tensor):
         return _POW_T(self, exponent)
@@ -852,6 +869,8 @@ def _install():
     for op in OPS:
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
             setattr(T, op.name, _unary_method(op))
+            if op.name != "clone":
+                setattr(T, op.name + "_", _unary_inplace_method(op, getattr(T, op.name)))
     T.__neg__ = T.neg
     T.__abs__ = T.abs
 

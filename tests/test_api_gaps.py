@@ -1,4 +1,4 @@
-"""PyTorch spellings training scripts use, composed from tapegrad's ops: Tensor.cpu,
+"""PyTorch spellings training scripts use: Tensor.cpu,
 new_zeros/new_ones/new_full/new_empty/new_tensor, copy_, uniform_, normal_, add/sub with
 alpha, repeat; F.silu, elu, normalize, cosine_similarity, kl_div, pad; nn.SiLU, ELU,
 ParameterList. Values and gradients against finite differences (float64) and PyTorch."""
@@ -568,3 +568,94 @@ def test_parameter_list_errors_and_repr_match_torch():
     with pytest.raises(TypeError, match="ParameterList.extend should be called with an "
                                         "iterable, but got Tensor"):
         ps.extend(tg.ones(2))
+
+
+# ------------------------------------------------------------------ in-place unary ops
+INPLACE_UNARY = ["neg", "reciprocal", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu",
+                 "sqrt", "abs", "sign", "floor", "ceil", "round", "erf"]
+
+
+@pytest.mark.parametrize("name", INPLACE_UNARY)
+def test_inplace_unary_method_matches_torch(name):
+    """x.name_() on a non-leaf: returns x, bumps its version once, names its grad_fn as
+    PyTorch does, and gives PyTorch's values and gradients (reading the input the op
+    overwrote, where the formula needs it)."""
+    torch = pytest.importorskip("torch")
+    a = np.array([0.3, 1.7, 2.5, 0.9])
+    w = np.array([1.0, -2.0, 3.0, 0.5])
+    x, xt = leaf(a), torch_leaf(torch, a)
+    y, yt = x * 1.0, xt * 1.0
+    assert getattr(y, name + "_")() is y and getattr(yt, name + "_")() is yt
+    assert y.grad_fn.name() == yt.grad_fn.name() == f"{name.capitalize()}Backward0"
+    assert y._version == yt._version == 1
+    np.testing.assert_allclose(_np(y), yt.detach().numpy(), rtol=1e-14)
+    (y * tg.tensor(w)).sum().backward()
+    (yt * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(_np(x.grad), xt.grad.numpy(), rtol=1e-13)
+
+
+def test_inplace_unary_gradients_match_finite_differences():
+    for name in ("sin", "sqrt", "sigmoid", "abs", "reciprocal"):
+        assert gradcheck(lambda t: getattr(t * 1.0, name + "_")(),
+                         (leaf(values(16, 5) + 3.0),))
+
+
+def test_inplace_unary_dtype_rules_and_leaf_error():
+    """Integer tensors keep their dtype where the op allows it (abs_, neg_, floor_,
+    sign_) and refuse otherwise; a leaf that requires grad refuses, as in PyTorch."""
+    x = tg.tensor([-2, 3])
+    assert x.abs_() is x and x.tolist() == [2, 3] and x.dtype is tg.int64
+    assert x.neg_().tolist() == [-2, -3] and x.floor_().tolist() == [-2, -3]
+    assert x.sign_().tolist() == [-1, -1]
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
+                                           "output type Long"):
+        tg.tensor([1, 2]).exp_()
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used "
+                                           "in an in-place operation"):
+        leaf([1.0]).exp_()
+    with tg.no_grad():
+        p = leaf([0.25])
+        p.sqrt_()
+    assert p.tolist() == [0.5]
+
+
+def test_inplace_activation_modules_match_torch():
+    torch = pytest.importorskip("torch")
+    pairs = [(nn.ReLU(inplace=True), torch.nn.ReLU(inplace=True)),
+             (nn.LeakyReLU(0.2, inplace=True), torch.nn.LeakyReLU(0.2, inplace=True)),
+             (nn.SiLU(True), torch.nn.SiLU(True)), (nn.ELU(0.5, True), torch.nn.ELU(0.5, True)),
+             (nn.ReLU(), torch.nn.ReLU()), (nn.ELU(), torch.nn.ELU())]
+    a = values(17, 6)
+    for m, mt in pairs:
+        assert repr(m) == repr(mt)
+        y, yt = tg.tensor(a) * 1.0, torch.tensor(a) * 1.0
+        r, rt = m(y), mt(yt)
+        assert (r is y) == (rt is yt) == m.inplace
+        np.testing.assert_allclose(_np(r), rt.numpy(), rtol=1e-14)
+    x = tg.tensor(a) * 1.0
+    assert F.relu(x, inplace=True) is x and _np(x).min() == 0.0
+
+
+def test_inplace_relu_in_a_compiled_training_step_matches_eager():
+    res = []
+    for compiled in (False, True):
+        tg.manual_seed(3)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 2),
+                              nn.ELU(inplace=True))
+        opt = tg.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        rng = np.random.default_rng(18)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", tg.CompileWarning)
+            res.append([_np(f(tg.tensor(rng.standard_normal((5, 4)).astype(np.float32)))).item()
+                        for _ in range(6)])
+        if compiled:
+            assert f.stats == {"recordings": 1, "replays": 5}
+    assert res[0] == res[1]

@@ -24,7 +24,7 @@ _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
 def relu(input, inplace=False):
-    return input.relu()
+    return input.relu_() if inplace else input.relu()
 
 
 def sigmoid(input):

@@ -237,35 +237,43 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-def _activation(name, fn, repr_fields=()):
+def _activation(name, fn, repr_fields=(), inplace=False):
+    """inplace: the module takes PyTorch's inplace= (after its other fields) and fn reads
+    it as m.inplace; the repr shows it when set, as PyTorch's."""
+    fields = repr_fields + ((("inplace", False),) if inplace else ())
+
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
-        for (field, default), a in zip(repr_fields, args + (None,) * len(repr_fields)):
+        for (field, default), a in zip(fields, args + (None,) * len(fields)):
             object.__setattr__(self, field, kwargs.get(field, default if a is None else a))
 
     def forward(self, input):
         return fn(self, input)
 
     def extra_repr(self):
+        shown = [f for f, _ in repr_fields] + (["inplace"] if getattr(self, "inplace", False)
+                                               else [])
         return ", ".join(f"{f}={getattr(self, f)!r}" if isinstance(getattr(self, f), str)
-                         else f"{f}={getattr(self, f)}" for f, _ in repr_fields)
+                         else f"{f}={getattr(self, f)}" for f in shown)
     return type(name, (Module,), {"__init__": __init__, "forward": forward,
                                   "extra_repr": extra_repr})
 
 
-ReLU = _activation("ReLU", lambda m, x: x.relu())
+ReLU = _activation("ReLU", lambda m, x: F.relu(x, m.inplace), inplace=True)
 Tanh = _activation("Tanh", lambda m, x: x.tanh())
 Sigmoid = _activation("Sigmoid", lambda m, x: x.sigmoid())
 GELU = _activation("GELU", lambda m, x: F.gelu(x, approximate=m.approximate),
                    (("approximate", "none"),))
-LeakyReLU = _activation("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope),
-                        (("negative_slope", 0.01),))
+LeakyReLU = _activation("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope,
+                                                               m.inplace),
+                        (("negative_slope", 0.01),), inplace=True)
 Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold),
                        (("beta", 1.0), ("threshold", 20.0)))
 Softmax = _activation("Softmax", lambda m, x: F.softmax(x, m.dim), (("dim", None),))
 LogSoftmax = _activation("LogSoftmax", lambda m, x: F.log_softmax(x, m.dim), (("dim", None),))
-SiLU = _activation("SiLU", lambda m, x: F.silu(x))
-ELU = _activation("ELU", lambda m, x: F.elu(x, m.alpha), (("alpha", 1.0),))
+SiLU = _activation("SiLU", lambda m, x: F.silu(x, m.inplace), inplace=True)
+ELU = _activation("ELU", lambda m, x: F.elu(x, m.alpha, m.inplace), (("alpha", 1.0),),
+                  inplace=True)
 
 
 class Dropout(Module):
