@@ -258,19 +258,6 @@ def pointwise_bwd(caddr, row):
 
 # ---------------------------------------------------------------- nll / cross entropy
 @jit
-def _nll_setup(C, row, x, t, w):
-    T = tape_of(C)
-    M = meta_of(C)
-    N = T[row, R_IATTR + 3]
-    K = T[row, R_IATTR + 4]
-    D = T[row, R_IATTR + 5]
-    X = _read(M[x, M_DTYPE], data_addr(C, x), N * K * D)
-    tgt = i64_at(data_addr(C, t), N * D)
-    W = _read(M[w, M_DTYPE], data_addr(C, w), K) if w >= 0 else np.ones(K, np.float64)
-    return N, K, D, X, tgt, W
-
-
-@jit
 def _line_exps(X, N, K, D, E):
     """Per line (sample n, position d) of an N x K x D input: its max over the classes
     and the sum of exp(x - max); writes E[i] = exp(X[i] - max of i's line). E is float32
@@ -335,6 +322,79 @@ def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W, dt32):
     return L, WT, LSE
 
 
+@jit
+def _ce_direct(kind, eps, D, w, red):
+    """Whether a cross entropy row takes the plain path: no class weights, no label
+    smoothing, classes in dim 1 of a 2-d input, a reduced loss (a training step's call).
+    It reads the logits in place and computes the exps in their dtype."""
+    return kind == 1 and eps == 0.0 and D == 1 and w < 0 and red != NONE
+
+
+@jit
+def _ce_lines(X, tgt, ign, N, K, E):
+    """The plain cross entropy of N x K logits X: (loss sum, samples not ignored); E (X's
+    dtype) ends holding exp(x - the line's max)."""
+    MX = np.empty(N)
+    for n in range(N):
+        b = n * K
+        m = -np.inf
+        for k in range(K):
+            m = max(m, X[b + k])
+        MX[n] = m
+        for k in range(K):
+            E[b + k] = X[b + k] - m
+    for i in range(N * K):
+        E[i] = exp(E[i])
+    total = 0.0
+    count = 0
+    for n in range(N):
+        c = tgt[n]
+        if c == ign:
+            continue
+        b = n * K
+        s = 0.0
+        for k in range(K):
+            s += E[b + k]
+        total += MX[n] + math.log(s) - X[b + c]
+        count += 1
+    return total, count
+
+
+@jit
+def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
+    """GX += the plain cross entropy's gradient for an incoming gradient g."""
+    _, count = _ce_lines(X, tgt, ign, N, K, E)
+    coef = g / count if red == MEAN else g
+    for n in range(N):
+        c = tgt[n]
+        if c == ign:
+            continue
+        b = n * K
+        s = 0.0
+        for k in range(K):
+            s += E[b + k]
+        r = coef / s
+        for k in range(K):
+            GX[b + k] += E[b + k] * r - (coef if k == c else 0.0)
+
+
+@jit
+def _ce_fwd(C, dt, red, x, tgt, ign, N, K):
+    n = N * K
+    if dt == F32:
+        total, count = _ce_lines(f32_at(data_addr(C, x), n), tgt, ign, N, K,
+                                 np.empty(n, np.float32))
+    else:
+        total, count = _ce_lines(f64_at(data_addr(C, x), n), tgt, ign, N, K, np.empty(n))
+    out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
+    if out < 0:
+        return out
+    V = np.empty(1, np.float64)
+    V[0] = total / count if red == MEAN else total
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
 def nll_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
@@ -346,16 +406,23 @@ def nll_fwd(caddr, row):
     dt = M[x, M_DTYPE]
     if dt != F32 and dt != F64:
         return E_DTYPE
-    N, K, D, X, tgt, W = _nll_setup(C, row, x, t, w)
+    N = T[row, R_IATTR + 3]
+    K = T[row, R_IATTR + 4]
+    D = T[row, R_IATTR + 5]
+    tgt = i64_at(data_addr(C, t), N * D)
     ign = T[row, R_IATTR + 2]
     for i in range(N * D):          # the kernel indexes by the targets: check them all
         c = tgt[i]
         if c != ign and (c < 0 or c >= K):
             err_of(C)[1] = c
             return E_VALUE
+    red = T[row, R_IATTR]
+    if _ce_direct(T[row, R_IATTR + 1], fattr_of(C)[row], D, w, red):
+        return _ce_fwd(C, dt, red, x, tgt, ign, N, K)
+    X = _read(dt, data_addr(C, x), N * K * D)
+    W = _read(M[w, M_DTYPE], data_addr(C, w), K) if w >= 0 else np.ones(K, np.float64)
     L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
                             N, K, D, X, tgt, W, dt == F32)
-    red = T[row, R_IATTR]
     nd = ia[FV]
     out = _loss_output(C, dt, red, L, WT.sum(), ia[FV + 1:FV + 1 + nd].copy())
     if out < 0:
@@ -405,6 +472,16 @@ def nll_bwd(caddr, row):
     sw = T[row, R_IN + 2 * IW + IN_SAVED] if T[row, R_NIN] > 2 else -1
     M = meta_of(C)
     tgt = i64_at(data_addr(C, st), N * D)
+    if _ce_direct(kind, eps, D, sw, red):
+        n = N * K
+        ga = row_grad_addr(C, row, 0)
+        if dt == F32:
+            _ce_grads(f32_at(data_addr(C, sx), n), tgt, ign, N, K,
+                      np.float64(f32_at(ga, 1)[0]), red, f32_at(gx, n), np.empty(n, np.float32))
+        else:
+            _ce_grads(f64_at(data_addr(C, sx), n), tgt, ign, N, K, f64_at(ga, 1)[0], red,
+                      f64_at(gx, n), np.empty(n))
+        return K_OK
     W = _read(M[sw, M_DTYPE], data_addr(C, sw), K) if sw >= 0 else np.ones(K, np.float64)
     X = _read(M[sx, M_DTYPE], data_addr(C, sx), N * K * D) if kind == 1 else np.zeros(1)
     G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
