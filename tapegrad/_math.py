@@ -11,7 +11,7 @@ from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE
 from .tensor import Tensor, run, _wrap, _dim, _numpy_view, _binary_method
-from .ops.registry import BY_NAME
+from .ops.registry import BY_NAME, OPS
 
 
 def _check(input, fn):
@@ -331,9 +331,11 @@ def install(g):
         setattr(T, name, globals()[name])
     T.clip, T.clip_ = clamp, clamp_
     for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
-                 "clamp", "clamp_min", "clamp_max", "outer", "einsum", "sign", "floor", "ceil",
-                 "round", "erf"):
+                 "clamp", "clamp_min", "clamp_max", "outer", "einsum"):
         g[name] = globals()[name] if name in globals() else getattr(T, name)
+    for op in OPS:          # every plain unary op of the table: tapegrad.log1p(x), ...
+        if op.kind == "unary" and op.method and not op.name.endswith("_"):
+            g.setdefault(op.name, getattr(T, op.name))
     g["clip"] = clamp
     g["maximum"] = _tensor_pair(maximum)
     g["minimum"] = _tensor_pair(minimum)
