@@ -1,0 +1,115 @@
+"""sort, argsort, topk, flip, tril, triu: ops PyTorch has as primitives, composed here from
+gather, index_select and masked_fill. The order comes from NumPy (a stable sort, NaN
+counting as the largest value, as in PyTorch); values and gradients are PyTorch's, the
+grad_fn names are the composing ops' (GatherBackward0 for sort and topk,
+IndexSelectBackward0 for flip, MaskedFillBackward0 for tril/triu). The order is read in
+Python, so inside tapegrad.compile they are graph breaks, like every NumPy-made index."""
+import collections
+
+import numpy as np
+
+from .tensor import Tensor, _numpy_view, _dim
+
+_sort_ret = collections.namedtuple("sort", ["values", "indices"])
+_topk_ret = collections.namedtuple("topk", ["values", "indices"])
+
+
+def _check(input, fn):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+
+
+def _order(a, d, descending):
+    """Indices sorting NumPy array a along axis d, stably; NaN sorts as the largest. The
+    descending order sorts the reversed line ascending and reverses the result: NaN comes
+    first and equal values keep their order, with no negation (-x of an int64 minimum
+    overflows)."""
+    if not descending:
+        return np.argsort(a, axis=d, kind="stable")
+    n = a.shape[d]
+    rev = np.flip(a, d)
+    return n - 1 - np.flip(np.argsort(rev, axis=d, kind="stable"), d)
+
+
+def _index(arr):
+    from ._promotion import from_array
+    return from_array(np.ascontiguousarray(arr, np.int64))
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    _check(input, "sort")
+    if input.ndim == 0:
+        return _sort_ret(input.clone(), _index(np.zeros((), np.int64)))
+    d = _dim(dim, input.ndim, "sort")
+    idx = _index(_order(_numpy_view(input), d, descending))
+    return _sort_ret(input.gather(d, idx), idx)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    return sort(input, dim, descending, stable).indices
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    _check(input, "topk")
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise TypeError(f"topk(): argument 'k' (position 2) must be int, not "
+                        f"{type(k).__name__}")
+    if input.ndim == 0:
+        if k not in (0, 1):
+            raise RuntimeError("selected index k out of range")
+        return _topk_ret(input.clone(), _index(np.zeros((), np.int64)))
+    d = _dim(dim, input.ndim, "topk")
+    if k < 0 or k > input.shape[d]:
+        raise RuntimeError("selected index k out of range")
+    order = _order(_numpy_view(input), d, largest)
+    idx = _index(np.take(order, np.arange(k), axis=d))
+    return _topk_ret(input.gather(d, idx), idx)
+
+
+def flip(input, dims):
+    _check(input, "flip")
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    seen = set()
+    out = input
+    for dm in dims:
+        d = _dim(dm, input.ndim, "flip")
+        if d in seen:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        seen.add(d)
+        if input.ndim:
+            n = input.shape[d]
+            out = out.index_select(d, _index(np.arange(n - 1, -1, -1)))
+    return out.clone() if out is input else out
+
+
+def _triangle(input, diagonal, fn, lower):
+    _check(input, fn)
+    if input.ndim < 2:
+        raise RuntimeError(f"{fn}: input tensor must have at least 2 dimensions")
+    if not isinstance(diagonal, (int, np.integer)) or isinstance(diagonal, bool):
+        raise TypeError(f"{fn}(): argument 'diagonal' must be int, not "
+                        f"{type(diagonal).__name__}")
+    r, c = input.shape[-2:]
+    keep = (np.tril if lower else np.triu)(np.ones((r, c), bool), int(diagonal))
+    from ._promotion import from_array
+    return input.masked_fill(from_array(~keep), 0)
+
+
+def tril(input, diagonal=0):
+    return _triangle(input, diagonal, "tril", True)
+
+
+def triu(input, diagonal=0):
+    return _triangle(input, diagonal, "triu", False)
+
+
+def square(input):
+    _check(input, "square")
+    return input ** 2
+
+
+def install(g):
+    for name in ("sort", "argsort", "topk", "flip", "tril", "triu", "square"):
+        setattr(Tensor, name, globals()[name])
+        g[name] = globals()[name]

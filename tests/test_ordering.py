@@ -1,0 +1,126 @@
+"""sort, argsort, topk, flip, tril, triu, square (tapegrad/_ordering.py): values and
+indices against NumPy and PyTorch (NaN sorting as the largest, stable ties, int64
+extremes), gradients against finite differences and PyTorch, PyTorch's errors, and a
+graph break inside tapegrad.compile (the order is read in Python)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import gradcheck
+
+RNG = np.random.default_rng(80)
+A = np.array([[3.0, np.nan, 1.0, 3.0, -2.0], [0.5, 0.5, np.inf, -np.inf, 2.0]])
+
+
+def leaf(a):
+    return tg.tensor(np.asarray(a, np.float64), requires_grad=True)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_values_and_stable_indices(descending, dim):
+    v, i = tg.tensor(A).sort(dim, descending=descending)
+    # NumPy's stable order, NaN the largest value (A has no NaN and inf in one line)
+    key = np.where(np.isnan(A), -np.inf, -A) if descending else A
+    rank = np.argsort(key, axis=dim, kind="stable")
+    np.testing.assert_array_equal(i.numpy(), rank)
+    np.testing.assert_array_equal(v.numpy(), np.take_along_axis(A, rank, dim))
+    assert tg.argsort(tg.tensor(A), dim, descending=descending).tolist() == rank.tolist()
+
+
+def test_sort_matches_torch_including_ints():
+    torch = pytest.importorskip("torch")
+    ai = np.array([[3, np.iinfo(np.int64).min, 1, 3, np.iinfo(np.int64).max]])
+    for a in (A, ai, RNG.standard_normal((3, 4, 5))):
+        for d in (0, -1):
+            for desc in (False, True):
+                v, i = tg.tensor(a).sort(d, descending=desc)
+                vt, it = torch.sort(torch.tensor(a), dim=d, descending=desc, stable=True)
+                np.testing.assert_array_equal(v.numpy(), vt.numpy())
+                np.testing.assert_array_equal(i.numpy(), it.numpy())
+
+
+def test_topk_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = RNG.standard_normal((4, 6))      # no ties: the indices are determined
+    for largest in (True, False):
+        for k in (0, 1, 3, 6):
+            v, i = tg.tensor(a).topk(k, 1, largest=largest)
+            vt, it = torch.tensor(a).topk(k, 1, largest=largest)
+            np.testing.assert_array_equal(v.numpy(), vt.numpy())
+            np.testing.assert_array_equal(i.numpy(), it.numpy())
+    v, _ = tg.tensor(A).topk(3, 1)
+    vt, _ = torch.tensor(A).topk(3, 1)
+    np.testing.assert_array_equal(v.numpy(), vt.numpy())      # NaN first, then 3, 3
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        tg.tensor(a).topk(7, 1)
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        torch.tensor(a).topk(7, 1)
+
+
+def test_gradients_flow_to_the_selected_elements():
+    x0 = RNG.standard_normal((3, 5))
+    assert gradcheck(lambda t: t.sort(1, descending=True).values * tg.tensor(np.arange(5.0)),
+                     (leaf(x0),))
+    assert gradcheck(lambda t: t.topk(2, 0).values, (leaf(x0),))
+    assert gradcheck(lambda t: t.flip([0, 1]) * tg.tensor(np.arange(15.0).reshape(3, 5)),
+                     (leaf(x0),))
+    assert gradcheck(lambda t: t.tril(1) + t.triu(-1) * 2.0, (leaf(x0),))
+    x = leaf(x0)
+    x.topk(2, 1).values.sum().backward()
+    want = np.zeros_like(x0)
+    np.put_along_axis(want, np.argsort(-x0, 1)[:, :2], 1.0, 1)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_flip_tril_triu_match_torch():
+    torch = pytest.importorskip("torch")
+    a = RNG.standard_normal((2, 3, 4))
+    a[0, 0, 3] = np.inf
+    a[1, 2, 0] = np.nan
+    for dims in (0, [1], (0, 2), [-1, 0, 1]):
+        np.testing.assert_array_equal(tg.tensor(a).flip(dims).numpy(),
+                                      torch.tensor(a).flip(dims).numpy())
+    for diag in (-2, -1, 0, 1, 3):
+        np.testing.assert_array_equal(tg.tensor(a).tril(diag).numpy(),
+                                      torch.tensor(a).tril(diag).numpy())
+        np.testing.assert_array_equal(tg.triu(tg.tensor(a), diag).numpy(),
+                                      torch.triu(torch.tensor(a), diag).numpy())
+    assert tg.tensor([[1, 2], [3, 4]]).tril().tolist() == [[1, 0], [3, 4]]
+    x = leaf([2.0, -3.0])
+    y = tg.square(x)
+    assert y.grad_fn.name() == torch.square(torch.tensor([2.0], requires_grad=True)) \
+        .grad_fn.name() == "PowBackward0"
+    y.sum().backward()
+    assert x.grad.tolist() == [4.0, -6.0]
+
+
+def test_errors_and_zero_dim():
+    with pytest.raises(RuntimeError, match="tril: input tensor must have at least 2 dimensions"):
+        tg.tensor([1.0, 2.0]).tril()
+    with pytest.raises(RuntimeError, match="dim 0 appears multiple times in the list of dims"):
+        tg.tensor([[1.0]]).flip([0, -2])
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tg.tensor([1.0]).sort(2)
+    with pytest.raises(TypeError, match="sort\\(\\): argument 'input'"):
+        tg.sort([1.0])
+    v, i = tg.tensor(5.0).sort()
+    assert v.item() == 5.0 and i.item() == 0 and i.dtype is tg.int64
+
+
+def test_sort_inside_compile_is_a_graph_break_with_right_values():
+    x = tg.tensor(RNG.standard_normal(6), requires_grad=True)
+
+    def f(x):
+        y = (x.sort().values * tg.tensor(np.arange(6.0))).sum()
+        y.backward()
+        return y
+    c = tg.compile(f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = [c(x).item() for _ in range(3)]
+    assert any(issubclass(m.category, tg.CompileWarning) for m in w)
+    want = float((np.sort(x.detach().numpy()) * np.arange(6.0)).sum())
+    assert got == [pytest.approx(want, rel=1e-15)] * 3
