@@ -332,9 +332,10 @@ def _ce_direct(kind, eps, D, w, red):
 
 @jit
 def _ce_lines(X, tgt, ign, N, K, E):
-    """The plain cross entropy of N x K logits X: (loss sum, samples not ignored); E (X's
-    dtype) ends holding exp(x - the line's max)."""
+    """The plain cross entropy of N x K logits X: (loss sum, samples not ignored, each
+    counted line's sum of exps); E (X's dtype) ends holding exp(x - the line's max)."""
     MX = np.empty(N)
+    S = np.empty(N)
     for n in range(N):
         b = n * K
         m = -np.inf
@@ -355,25 +356,23 @@ def _ce_lines(X, tgt, ign, N, K, E):
         s = 0.0
         for k in range(K):
             s += E[b + k]
+        S[n] = s
         total += MX[n] + math.log(s) - X[b + c]
         count += 1
-    return total, count
+    return total, count, S
 
 
 @jit
 def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
     """GX += the plain cross entropy's gradient for an incoming gradient g."""
-    _, count = _ce_lines(X, tgt, ign, N, K, E)
+    _, count, S = _ce_lines(X, tgt, ign, N, K, E)
     coef = g / count if red == MEAN else g
     for n in range(N):
         c = tgt[n]
         if c == ign:
             continue
         b = n * K
-        s = 0.0
-        for k in range(K):
-            s += E[b + k]
-        r = coef / s
+        r = coef / S[n]
         for k in range(K):
             GX[b + k] += E[b + k] * r - (coef if k == c else 0.0)
 
@@ -382,10 +381,10 @@ def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
 def _ce_fwd(C, dt, red, x, tgt, ign, N, K):
     n = N * K
     if dt == F32:
-        total, count = _ce_lines(f32_at(data_addr(C, x), n), tgt, ign, N, K,
-                                 np.empty(n, np.float32))
+        total, count, _ = _ce_lines(f32_at(data_addr(C, x), n), tgt, ign, N, K,
+                                    np.empty(n, np.float32))
     else:
-        total, count = _ce_lines(f64_at(data_addr(C, x), n), tgt, ign, N, K, np.empty(n))
+        total, count, _ = _ce_lines(f64_at(data_addr(C, x), n), tgt, ign, N, K, np.empty(n))
     out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
     if out < 0:
         return out
