@@ -1780,6 +1780,31 @@ def test_steps_k_mixed_arguments_and_results_match_eager():
     assert c.stats == {"recordings": 1, "replays": 8}
 
 
+def test_functions_returning_no_tensor_replay():
+    """A step returning None, or only Python values, replays (the fast path included)."""
+    x = tg.tensor(np.random.default_rng(72).standard_normal(5), requires_grad=True)
+
+    def none(x):
+        (x.sin() * x.exp()).sum().backward()
+
+    def number(x):
+        (x * x).sum().backward()
+        return 3, "done"
+    for fn, want in ((none, None), (number, (3, "done"))):
+        c = compile_(fn)
+        grads = []
+        with no_break():
+            for _ in range(4):
+                x.grad = None
+                assert c(x) == want
+                grads.append(arr(x.grad))
+        x.grad = None
+        fn(x)
+        for g in grads:
+            assert_same(g, arr(x.grad))
+        assert c.stats == {"recordings": 1, "replays": 3}
+
+
 # ============================================================ 7. return structures
 def test_return_structures():
     def make(m, o):

@@ -295,7 +295,8 @@ class CompiledFunction:
             return None
         grad_mode, fingerprint, visible = key[0], self._fingerprint, self._last_visible[3]
         step1, a1 = runner.step1, runner._arg1_mv
-        grad_guards, own, one = runner.pg.grad_guards, runner.pg.ret_own[0], spec is _ONE
+        one = spec is _ONE
+        grad_guards, own = runner.pg.grad_guards, one and runner.pg.ret_own[0]
 
         def fast(self, args):
             with self._lock:
