@@ -337,6 +337,9 @@ def install(g):
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
             g.setdefault(op.name, getattr(T, op.name))
     g["clip"] = clamp
+    for name in ("atan2", "hypot", "fmod", "remainder", "logaddexp"):
+        g[name] = getattr(T, name)
+    g["arctan2"] = T.atan2
     g["maximum"] = _tensor_pair(maximum)
     g["minimum"] = _tensor_pair(minimum)
     g["ger"] = outer

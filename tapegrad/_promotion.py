@@ -130,7 +130,8 @@ def _caster(dtype):
 # ---------------------------------------------------------------- binary ops
 _NUMPY_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
                  "pow": np.power, "pow_tensor": np.power, "maximum": np.maximum,
-                 "minimum": np.minimum}
+                 "minimum": np.minimum, "fmod": np.fmod, "fmod_tensor": np.fmod,
+                 "remainder": np.remainder, "remainder_tensor": np.remainder}
 _REFLECTED = {"rsub": np.subtract, "rpow": np.power}
 
 
@@ -151,8 +152,8 @@ def binary(method, opname, a, b):
                                "supported. If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
     rt = result_type(a, b)
-    if opname == "div" and not rt.is_floating_point:
-        rt = D.float32                      # true division
+    if opname in ("div", "atan2", "hypot", "logaddexp") and not rt.is_floating_point:
+        rt = D.float32                      # true division, float-only ops
     if rt.is_floating_point:
         a2 = to(a, rt)
         b2 = to(b, rt) if isinstance(b, Tensor) else b

@@ -780,6 +780,17 @@ def _unary_inplace_method(op, out_of_place):
     return method
 
 
+def _by_divisor(tensor_method, scalar_method, name):
+    """fmod/remainder: the tensor-divisor op or the scalar one (their grad_fn names differ,
+    as pow's)."""
+    def method(self, other):
+        if isinstance(other, Tensor):
+            return tensor_method(self, other)
+        return scalar_method(self, other)
+    method.__name__ = name
+    return method
+
+
 def _pow(self, exponent):
     if isinstance(exponent, Tensor):
         return _POW_T(self, exponent)
@@ -863,6 +874,17 @@ def _install():
     _POW_T = _binary_method(BY_NAME["pow_tensor"])
     _POW_S = _binary_method(BY_NAME["pow"])
     T.__pow__ = T.pow = _pow
+    for name in ("atan2", "hypot", "logaddexp"):
+        setattr(T, name, _binary_method(BY_NAME[name]))
+    T.atan2_ = _inplace_method(BY_NAME["atan2"], "atan2_")
+    T.hypot_ = _inplace_method(BY_NAME["hypot"], "hypot_")       # (PyTorch has no logaddexp_)
+    for name in ("fmod", "remainder"):
+        setattr(T, name, _by_divisor(_binary_method(BY_NAME[name + "_tensor"]),
+                                     _binary_method(BY_NAME[name]), name))
+        setattr(T, name + "_", _by_divisor(
+            _inplace_method(BY_NAME[name + "_tensor"], name + "_"),
+            _inplace_method(BY_NAME[name], name + "_"), name + "_"))
+    T.arctan2, T.__mod__ = T.atan2, T.remainder
     _FILL = _inplace_method(BY_NAME["fill_"], "fill_")
     T.fill_ = _fill_
     T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_")

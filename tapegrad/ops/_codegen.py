@@ -32,6 +32,7 @@ import numpy as np
 from math import erf
 from numpy import log, log1p, log2, log10, exp2, sqrt, sign, floor, ceil, rint, trunc
 from numpy import tan, arcsin, arccos, arctan, sinh, cosh, arcsinh, arccosh, arctanh
+from numpy import arctan2, hypot, fmod
 from tapegrad.ops._vmath import exp, expm1, sin_, cos_, tanh, sincos_huge   # vectorised
 from tapegrad.ops._vmath import pick
 from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,

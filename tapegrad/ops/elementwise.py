@@ -105,6 +105,21 @@ binary("maximum", "MaximumBackward0", "a if (a != a or a > b) else b",
 binary("minimum", "MinimumBackward0", "a if (a != a or a < b) else b",
        "zero if a > b else (g * half if a == b else g)",
        "zero if a < b else (g * half if a == b else g)")
+# PyTorch's formulas (derivatives.yaml); b is a tensor element or the Python scalar
+binary("atan2", "Atan2Backward0", "arctan2(a, b)", "g * b * (one / (a * a + b * b))",
+       "g * -a * (one / (a * a + b * b))")
+binary("hypot", "HypotBackward0", "hypot(a, b)", "g * a / out", "g * b / out")
+# fmod and remainder: PyTorch names the tensor-divisor node ...Backward1, the scalar one
+# ...Backward0 (as pow / pow_tensor)
+_REMAINDER = ("fmod(a, b) + b if (fmod(a, b) != zero and ((b < zero) != (fmod(a, b) < zero)))"
+              " else fmod(a, b)")
+binary("fmod", "FmodBackward0", "fmod(a, b)", "g", None)
+binary("fmod_tensor", "FmodBackward1", "fmod(a, b)", "g", "-g * trunc(a / b)")
+binary("remainder", "RemainderBackward0", _REMAINDER, "g", None)
+binary("remainder_tensor", "RemainderBackward1", _REMAINDER, "g", "-g * floor(a / b)")
+binary("logaddexp", "LogaddexpBackward0",
+       "a if (a == b and (a - a) != (a - a)) else max(a, b) + log1p(exp(-abs(a - b)))",
+       "g / (one + exp(b - a))", "g / (one + exp(a - b))")
 # b is the mask as 0/1 in the operands' dtype, s the fill value
 binary("masked_fill", "MaskedFillBackward0", "s if b != zero else a",
        "zero if b != zero else g", None)
