@@ -197,6 +197,26 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return _unary_param("leaky_relu", input, float(negative_slope), inplace=inplace)
 
 
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    input = _float_input(input, "hardtanh")
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _unary_param("hardtanh", input, float(min_val), float(max_val), inplace=inplace)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def logsigmoid(input):
+    return _unary_param("logsigmoid", _float_input(input, "logsigmoid"))
+
+
+def softsign(input):
+    _check(input, "softsign")
+    return input / (input.abs() + 1)            # PyTorch's composition
+
+
 def gelu(input, approximate="none"):
     input = _float_input(input, "gelu")
     if approximate not in ("none", "tanh"):
@@ -220,6 +240,35 @@ def _tensor_pair(fn):
         return fn(input, other)
     f.__name__ = fn.__name__
     return f
+
+
+def bmm(input, mat2):
+    _check(input, "bmm")
+    _check(mat2, "bmm")
+    if input.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if mat2.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{input.shape[0]}, {input.shape[2]}] but got: "
+                           f"[{mat2.shape[0]}, {mat2.shape[1]}].")
+    return input @ mat2
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2), PyTorch's composition; beta = 0 ignores input
+    (NaN in it does not propagate), as in PyTorch."""
+    for t in (input, mat1, mat2):
+        _check(t, "addmm")
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"{'mat1' if mat1.ndim != 2 else 'mat2'} must be a matrix")
+    out = mat1 @ mat2
+    if alpha != 1:
+        out = out * alpha
+    if beta == 0:
+        return out
+    return out + (input if beta == 1 else input * beta)
 
 
 # ---------------------------------------------------------------- outer / einsum
@@ -339,6 +388,9 @@ def install(g):
     g["clip"] = clamp
     for name in ("atan2", "hypot", "fmod", "remainder", "logaddexp"):
         g[name] = getattr(T, name)
+    g["bmm"], g["addmm"] = T.bmm, T.addmm = bmm, addmm
+    T.view_as = lambda self, other: self.view(other.shape)
+    T.reshape_as = lambda self, other: self.reshape(other.shape)
     g["arctan2"] = T.atan2
     g["maximum"] = _tensor_pair(maximum)
     g["minimum"] = _tensor_pair(minimum)

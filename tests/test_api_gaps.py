@@ -659,3 +659,68 @@ def test_inplace_relu_in_a_compiled_training_step_matches_eager():
         if compiled:
             assert f.stats == {"recordings": 1, "replays": 5}
     assert res[0] == res[1]
+
+
+# ------------------------------------------------------------------ hardtanh & co, bmm, addmm
+ACTS = {"hardtanh": (lambda F_: (lambda t: F_.hardtanh(t, -2.0, 3.0))),
+        "relu6": (lambda F_: F_.relu6), "logsigmoid": (lambda F_: F_.logsigmoid),
+        "softsign": (lambda F_: F_.softsign)}
+
+
+@pytest.mark.parametrize("name", list(ACTS))
+def test_more_activations_match_torch(name):
+    """Values, gradients (the kinks included: hardtanh passes the gradient strictly inside
+    its interval, as PyTorch) and grad_fn names, both dtypes; modules' reprs."""
+    torch = pytest.importorskip("torch")
+    pts = np.array([-7.0, -2.0, -1.0, -0.5, 0.0, 1.0, 3.0, 6.0, 7.0, -40.0, 40.0])
+    f, tf = ACTS[name](F), ACTS[name](torch.nn.functional)
+    for dt in (np.float64, np.float32):
+        x, xt = tg.tensor(pts.astype(dt), requires_grad=True), \
+            torch.tensor(pts.astype(dt), requires_grad=True)
+        y, yt = f(x), tf(xt)
+        assert y.grad_fn.name() == yt.grad_fn.name()
+        y.sum().backward()
+        yt.sum().backward()
+        tol = 1e-14 if dt == np.float64 else 3e-7
+        np.testing.assert_allclose(_np(y), yt.detach().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(_np(x.grad), xt.grad.numpy(), rtol=tol, atol=tol)
+    for m, mt in ((nn.Hardtanh(), torch.nn.Hardtanh()),
+                  (nn.Hardtanh(-2.0, 3.0, True), torch.nn.Hardtanh(-2.0, 3.0, True)),
+                  (nn.ReLU6(True), torch.nn.ReLU6(True)), (nn.LogSigmoid(), torch.nn.LogSigmoid()),
+                  (nn.Softsign(), torch.nn.Softsign())):
+        assert repr(m) == repr(mt)
+        np.testing.assert_allclose(_np(m(tg.tensor(pts) * 1.0)),
+                                   mt(torch.tensor(pts) * 1.0).numpy(), rtol=1e-14)
+
+
+def test_more_activations_finite_differences_and_errors():
+    x = leaf(values(19, 6) * 2)
+    assert gradcheck(lambda t: F.hardtanh(t, -1.5, 1.5), (x,))
+    assert gradcheck(F.logsigmoid, (x,))
+    assert gradcheck(F.softsign, (x,))
+    y = tg.tensor([-1.0, 7.0]) * 1.0
+    assert F.relu6(y, inplace=True) is y and y.tolist() == [0.0, 6.0]
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        F.hardtanh(x, 2.0, 1.0)
+
+
+def test_bmm_addmm_view_as_match_torch():
+    torch = pytest.importorskip("torch")
+    a, b = values(20, 3, 2, 4), values(21, 3, 4, 5)
+    assert_matches_torch(tg.bmm, torch.bmm, a, b)
+    assert tg.bmm(leaf(a), leaf(b)).grad_fn.name() == "BmmBackward0"
+    i, m1, m2 = values(22, 2, 5), values(23, 2, 3), values(24, 3, 5)
+    for kw in ({}, {"beta": 0.5, "alpha": 2.0}):
+        assert_matches_torch(lambda *t: tg.addmm(*t, **kw), lambda *t: torch.addmm(*t, **kw),
+                             i, m1, m2)
+    nan = np.full((2, 5), np.nan)
+    np.testing.assert_array_equal(_np(tg.addmm(tg.tensor(nan), tg.tensor(m1), tg.tensor(m2),
+                                               beta=0)), m1 @ m2)
+    with pytest.raises(RuntimeError, match="batch1 must be a 3D tensor"):
+        tg.bmm(tg.zeros(2, 3), tg.zeros(2, 3, 3))
+    with pytest.raises(RuntimeError, match=r"Expected size for first two dimensions of batch2 "
+                                           r"tensor to be: \[2, 4\] but got: \[3, 4\]\."):
+        tg.bmm(tg.zeros(2, 3, 4), tg.zeros(3, 4, 3))
+    x = tg.zeros(2, 3)
+    assert x.view_as(tg.zeros(3, 2)).shape == (3, 2)
+    assert x.reshape_as(tg.zeros(6)).shape == (6,)

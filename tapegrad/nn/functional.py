@@ -13,7 +13,7 @@ import numpy as np
 from .. import _dtype as D
 from .._engine import layout as L
 from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: F401
-                     logsumexp, _unary_param)
+                     logsumexp, hardtanh, relu6, logsigmoid, softsign, _unary_param)
 from .._promotion import result_type, to, from_array, _type_name
 from ..tensor import Tensor, run, _wrap, _numpy_view
 from ..ops.registry import BY_NAME

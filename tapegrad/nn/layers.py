@@ -267,6 +267,12 @@ GELU = _activation("GELU", lambda m, x: F.gelu(x, approximate=m.approximate),
 LeakyReLU = _activation("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope,
                                                                m.inplace),
                         (("negative_slope", 0.01),), inplace=True)
+Hardtanh = _activation("Hardtanh", lambda m, x: F.hardtanh(x, m.min_val, m.max_val,
+                                                          m.inplace),
+                       (("min_val", -1.0), ("max_val", 1.0)), inplace=True)
+ReLU6 = _activation("ReLU6", lambda m, x: F.relu6(x, m.inplace), inplace=True)
+LogSigmoid = _activation("LogSigmoid", lambda m, x: F.logsigmoid(x))
+Softsign = _activation("Softsign", lambda m, x: F.softsign(x))
 Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold),
                        (("beta", 1.0), ("threshold", 20.0)))
 Softmax = _activation("Softmax", lambda m, x: F.softmax(x, m.dim), (("dim", None),))

@@ -95,6 +95,11 @@ unary("silu", "SiluBackward0", "a / (one + exp(-a))",
 # s = alpha; expm1 keeps small negative inputs exact, as PyTorch's kernel does
 unary("elu", "EluBackward0", "a if a > zero else s * expm1(a)",
       "g if a > zero else g * s * exp(a)", method=False)
+# s = min_val, s2 = max_val; the gradient passes strictly inside, as PyTorch's
+unary("hardtanh", "HardtanhBackward0", "a if a != a else min(max(a, s), s2)",
+      "g if (a > s and a < s2) else zero", method=False)
+unary("logsigmoid", "LogSigmoidBackward0", "min(a, zero) - log1p(exp(-abs(a)))",
+      "g * (one / (one + exp(a)))", method=False)
 # s = beta, s2 = threshold
 unary("softplus", "SoftplusBackward0", "a if a * s > s2 else log1p(exp(a * s)) / s",
       "g if a * s > s2 else g / (one + exp(-(a * s)))", method=False)
