@@ -9,15 +9,10 @@ import collections
 import numpy as np
 
 from .tensor import Tensor, _numpy_view, _dim
+from ._math import _check
 
 _sort_ret = collections.namedtuple("sort", ["values", "indices"])
 _topk_ret = collections.namedtuple("topk", ["values", "indices"])
-
-
-def _check(input, fn):
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(input).__name__}")
 
 
 def _order(a, d, descending):

@@ -723,12 +723,17 @@ def _mixed(a, b):
     return (dt != L.F32 and dt != L.F64) or (b >= 0 and m[b, L.M_DTYPE] != dt)
 
 
-def _inplace_method(op, name):
+def _inplace_method(op, name, out_of_place=None):
+    """x.op_(other), and for a unary op (given its out-of-place method, which an integer
+    tensor's promotion goes through) x.op_(); the engine keeps what the backward reads
+    of the overwritten input, as for every in-place op."""
     code = op.opcode
 
     def method(self, other=None):
         if other is None:
             b, s = -1, 0.0
+        elif out_of_place is not None:
+            raise TypeError(f"{name}() takes no arguments (1 given)")
         elif other.__class__ is Tensor or isinstance(other, Tensor):
             b, s = other._i, 0.0
         elif other.__class__ in _SCALARS or _is_scalar(other):
@@ -737,8 +742,10 @@ def _inplace_method(op, name):
             return NotImplemented
         r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | 2)
         if r < 0:
-            if other is not None and _mixed(self._i, b):
+            if _mixed(self._i, b) and (other is not None or out_of_place is not None):
                 from . import _promotion
+                if other is None:
+                    return _promotion.unary_inplace(out_of_place, op.name, self)
                 return _promotion.inplace(method, op.name, self, other)
             run(op, self._i, b, s, GRAD_MODE[0] | 2)
         return self
@@ -763,38 +770,15 @@ def _unary_method(op):
     return method
 
 
-def _unary_inplace_method(op, out_of_place):
-    """x.exp_() and the like: the op run in place (what its backward reads of the input
-    is kept by the engine, as for every in-place op)."""
-    code = op.opcode
-
-    def method(self):
-        r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0] | L.OPF_INPLACE)
-        if r < 0:
-            if _mixed(self._i, -1):
-                from . import _promotion
-                return _promotion.unary_inplace(out_of_place, op.name, self)
-            run(op, self._i, flags=GRAD_MODE[0] | L.OPF_INPLACE)
-        return self
-    method.__name__ = op.name + "_"
-    return method
-
-
-def _by_divisor(tensor_method, scalar_method, name):
-    """fmod/remainder: the tensor-divisor op or the scalar one (their grad_fn names differ,
-    as pow's)."""
+def _by_operand(tensor_method, scalar_method, name):
+    """pow, fmod, remainder: the op for a tensor operand or the one for a Python scalar
+    (PyTorch names their nodes apart: PowBackward1 / PowBackward0)."""
     def method(self, other):
         if isinstance(other, Tensor):
             return tensor_method(self, other)
         return scalar_method(self, other)
     method.__name__ = name
     return method
-
-
-def _pow(self, exponent):
-    if isinstance(exponent, Tensor):
-        return _POW_T(self, exponent)
-    return _POW_S(self, exponent)
 
 
 def _rtruediv(self, other):
@@ -870,18 +854,17 @@ def _install():
     T.__rtruediv__ = _rtruediv
     T.true_divide = T.div
     T.__rpow__ = _binary_method(BY_NAME["rpow"])
-    global _POW_T, _POW_S, _FILL
-    _POW_T = _binary_method(BY_NAME["pow_tensor"])
-    _POW_S = _binary_method(BY_NAME["pow"])
-    T.__pow__ = T.pow = _pow
+    global _FILL
+    T.__pow__ = T.pow = _by_operand(_binary_method(BY_NAME["pow_tensor"]),
+                                    _binary_method(BY_NAME["pow"]), "pow")
     for name in ("atan2", "hypot", "logaddexp"):
         setattr(T, name, _binary_method(BY_NAME[name]))
     T.atan2_ = _inplace_method(BY_NAME["atan2"], "atan2_")
     T.hypot_ = _inplace_method(BY_NAME["hypot"], "hypot_")       # (PyTorch has no logaddexp_)
     for name in ("fmod", "remainder"):
-        setattr(T, name, _by_divisor(_binary_method(BY_NAME[name + "_tensor"]),
+        setattr(T, name, _by_operand(_binary_method(BY_NAME[name + "_tensor"]),
                                      _binary_method(BY_NAME[name]), name))
-        setattr(T, name + "_", _by_divisor(
+        setattr(T, name + "_", _by_operand(
             _inplace_method(BY_NAME[name + "_tensor"], name + "_"),
             _inplace_method(BY_NAME[name], name + "_"), name + "_"))
     T.arctan2, T.__mod__ = T.atan2, T.remainder
@@ -892,12 +875,13 @@ def _install():
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
             setattr(T, op.name, _unary_method(op))
             if op.name != "clone":
-                setattr(T, op.name + "_", _unary_inplace_method(op, getattr(T, op.name)))
+                setattr(T, op.name + "_", _inplace_method(op, op.name + "_",
+                                                          getattr(T, op.name)))
     T.__neg__ = T.neg
     T.__abs__ = T.abs
 
 
-_POW_T = _POW_S = _FILL = None
+_FILL = None
 
 
 def _load_kernels(opcode, slot):

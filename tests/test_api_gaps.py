@@ -613,6 +613,8 @@ def test_inplace_unary_dtype_rules_and_leaf_error():
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used "
                                            "in an in-place operation"):
         leaf([1.0]).exp_()
+    with pytest.raises(TypeError, match=r"exp_\(\) takes no arguments \(1 given\)"):
+        tg.tensor([1.0]).exp_(2.0)
     with tg.no_grad():
         p = leaf([0.25])
         p.sqrt_()
