@@ -1082,3 +1082,48 @@ def test_cross_entropy_with_non_finite_logits_matches_torch(bad, where):
         out.append((loss.detach().numpy(), xt.grad.numpy()))
     np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12, atol=1e-12)
+
+
+def _op_name(t):
+    from tapegrad._engine import layout as L
+    from tapegrad._engine.state import engine
+    from tapegrad.ops.registry import OPS
+    return OPS[int(engine().tape[t.grad_fn._row, L.R_OP])].name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cross_entropy_plain_kernels_match_the_general_ones(dtype):
+    """A training step's call (N x C logits, no class weights, no smoothing, a reduced
+    loss) runs cross_entropy_plain's kernels; every other call the general ones. Both
+    give the same loss and gradient (weights of ones take the general path), and the
+    node is NllLossBackward0 either way."""
+    r = rng(3)
+    X = r.standard_normal((7, 5)).astype(dtype)
+    target = tg.tensor(np.array([0, 4, 2, 2, -100, 1, 3]))
+    for reduction in ("mean", "sum"):
+        out = []
+        for weight in (None, tg.ones(5, dtype=getattr(tg, dtype))):
+            x = tg.tensor(X, requires_grad=True)
+            loss = F.cross_entropy(x, target, weight=weight, reduction=reduction)
+            assert loss.grad_fn.name() == "NllLossBackward0"
+            assert _op_name(loss) == ("cross_entropy_plain" if weight is None
+                                      else "cross_entropy")
+            (loss * 3.0).backward()
+            out.append((loss.item(), x.grad.numpy().copy()))
+        (l0, g0), (l1, g1) = out
+        tol = 1e-6 if dtype == "float32" else 1e-12
+        assert abs(l0 - l1) <= tol * abs(l1)
+        np.testing.assert_allclose(g0, g1, rtol=tol, atol=tol)
+        # the reference: log-softmax by hand, the ignored sample (-100) left out
+        x64 = X.astype(np.float64)
+        logp = x64 - x64.max(1, keepdims=True)
+        logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+        keep = [i for i, c in enumerate(target.tolist()) if c != -100]
+        losses = [-logp[i, target.tolist()[i]] for i in keep]
+        ref = sum(losses) / (len(keep) if reduction == "mean" else 1)
+        assert abs(l0 - ref) <= 1e-5 * abs(ref)
+    x = tg.tensor(X, requires_grad=True)
+    assert _op_name(F.cross_entropy(x, target, reduction="none")) == "cross_entropy"
+    assert _op_name(F.cross_entropy(x, target, label_smoothing=0.1)) == "cross_entropy"
+    with pytest.raises(IndexError, match="Target 5 is out of bounds."):
+        F.cross_entropy(x, tg.tensor(np.array([0, 5, 0, 0, 0, 0, 0])))

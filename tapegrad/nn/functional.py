@@ -356,6 +356,8 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothin
     tt = target.contiguous()            # the kernel reads the targets as one flat run
     if input.ndim == 4:
         opname += "2d"
+    elif kind == 1 and w < 0 and smoothing == 0.0 and d == 1 and red != 0:
+        opname = "cross_entropy_plain"
     return _wrap(run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
                      iargs=(red, kind, int(ignore_index), n, c, d, int(w >= 0)),
                      fargs=[len(out_shape)] + out_shape if red == 0 else [0]))

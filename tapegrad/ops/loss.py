@@ -25,6 +25,7 @@ from ._vmath import exp
 
 _M = __name__
 FV = 16
+KERNEL_DTYPE = -1       # F32 or F64 in each compiled copy of nll's kernels (_per_dtype)
 NONE, MEAN, SUM = 0, 1, 2
 MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH = 0, 1, 2, 3, 4, 5, 6
 
@@ -288,17 +289,14 @@ def _line_exps(X, N, K, D, E):
 
 
 @jit
-def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W, dt32):
+def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W, E):
     """Per-sample losses, per-sample target weights, and (for cross entropy) the
-    log-sum-exp of each sample's logits."""
+    log-sum-exp of each sample's logits; E: room for the exps, in the logits' dtype."""
     L = np.zeros(N * D, np.float64)
     WT = np.zeros(N * D, np.float64)
     LSE = np.zeros(N * D, np.float64)
     if row_kind == 1:
-        if dt32:
-            MX, S = _line_exps(X, N, K, D, np.empty(N * K * D, np.float32))
-        else:
-            MX, S = _line_exps(X, N, K, D, np.empty(N * K * D))
+        MX, S = _line_exps(X, N, K, D, E)
     for n in range(N):
         for d in range(D):
             i = n * D + d
@@ -320,14 +318,6 @@ def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W, dt32):
                 loss = (1.0 - eps) * loss + eps / K * sm
             L[i] = loss
     return L, WT, LSE
-
-
-@jit
-def _ce_direct(kind, eps, D, w, red):
-    """Whether a cross entropy row takes the plain path: no class weights, no label
-    smoothing, classes in dim 1 of a 2-d input, a reduced loss (a training step's call).
-    It reads the logits in place and computes the exps in their dtype."""
-    return kind == 1 and eps == 0.0 and D == 1 and w < 0 and red != NONE
 
 
 @jit
@@ -378,13 +368,8 @@ def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
 
 
 @jit
-def _ce_fwd(C, dt, red, x, tgt, ign, N, K):
-    n = N * K
-    if dt == F32:
-        total, count, _ = _ce_lines(f32_at(data_addr(C, x), n), tgt, ign, N, K,
-                                    np.empty(n, np.float32))
-    else:
-        total, count, _ = _ce_lines(f64_at(data_addr(C, x), n), tgt, ign, N, K, np.empty(n))
+def _ce_fwd(C, dt, red, X, tgt, ign, N, K, E):
+    total, count, _ = _ce_lines(X, tgt, ign, N, K, E)
     out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
     if out < 0:
         return out
@@ -392,6 +377,62 @@ def _ce_fwd(C, dt, red, x, tgt, ign, N, K):
     V[0] = total / count if red == MEAN else total
     _write(C, dt, data_addr(C, out), V)
     return set_outputs1(C, out)
+
+
+@jit
+def _bad_target(C, tgt, ign, K):
+    """Whether a target is out of range (the kernels index by them: check them all);
+    the first such target goes to err[1]."""
+    for i in range(tgt.shape[0]):
+        c = tgt[i]
+        if c != ign and (c < 0 or c >= K):
+            err_of(C)[1] = c
+            return True
+    return False
+
+
+def ce_plain_fwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    x = input_id(C, row, 0)
+    dt = meta_of(C)[x, M_DTYPE]
+    if dt != KERNEL_DTYPE:
+        return E_DTYPE
+    N = T[row, R_IATTR + 3]
+    K = T[row, R_IATTR + 4]
+    ign = T[row, R_IATTR + 2]
+    tgt = i64_at(data_addr(C, input_id(C, row, 1)), N)
+    if _bad_target(C, tgt, ign, K):
+        return E_VALUE
+    n = N * K               # (the exps in the logits' dtype, as PyTorch computes them)
+    if KERNEL_DTYPE == F32:
+        return _ce_fwd(C, dt, T[row, R_IATTR], f32_at(data_addr(C, x), n), tgt, ign, N, K,
+                       np.empty(n, np.float32))
+    return _ce_fwd(C, dt, T[row, R_IATTR], f64_at(data_addr(C, x), n), tgt, ign, N, K,
+                   np.empty(n))
+
+
+def ce_plain_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    gx = edge_grad_addr(C, row, 0)
+    if gx == 0:
+        return K_OK
+    N = T[row, R_IATTR + 3]
+    K = T[row, R_IATTR + 4]
+    n = N * K
+    tgt = i64_at(data_addr(C, T[row, R_IN + IW + IN_SAVED]), N)
+    x = data_addr(C, T[row, R_IN + IN_SAVED])
+    ga = row_grad_addr(C, row, 0)
+    ign = T[row, R_IATTR + 2]
+    red = T[row, R_IATTR]
+    if KERNEL_DTYPE == F32:
+        _ce_grads(f32_at(x, n), tgt, ign, N, K, np.float64(f32_at(ga, 1)[0]), red,
+                  f32_at(gx, n), np.empty(n, np.float32))
+    else:
+        _ce_grads(f64_at(x, n), tgt, ign, N, K, f64_at(ga, 1)[0], red, f64_at(gx, n),
+                  np.empty(n))
+    return K_OK
 
 
 def nll_fwd(caddr, row):
@@ -403,25 +444,23 @@ def nll_fwd(caddr, row):
     t = input_id(C, row, 1)
     w = input_id(C, row, 2)
     dt = M[x, M_DTYPE]
-    if dt != F32 and dt != F64:
+    if dt != KERNEL_DTYPE:
         return E_DTYPE
     N = T[row, R_IATTR + 3]
     K = T[row, R_IATTR + 4]
     D = T[row, R_IATTR + 5]
     tgt = i64_at(data_addr(C, t), N * D)
-    ign = T[row, R_IATTR + 2]
-    for i in range(N * D):          # the kernel indexes by the targets: check them all
-        c = tgt[i]
-        if c != ign and (c < 0 or c >= K):
-            err_of(C)[1] = c
-            return E_VALUE
+    if _bad_target(C, tgt, T[row, R_IATTR + 2], K):
+        return E_VALUE
     red = T[row, R_IATTR]
-    if _ce_direct(T[row, R_IATTR + 1], fattr_of(C)[row], D, w, red):
-        return _ce_fwd(C, dt, red, x, tgt, ign, N, K)
     X = _read(dt, data_addr(C, x), N * K * D)
+    if KERNEL_DTYPE == F32:
+        E = np.empty(N * K * D, np.float32)
+    else:
+        E = np.empty(N * K * D)
     W = _read(M[w, M_DTYPE], data_addr(C, w), K) if w >= 0 else np.ones(K, np.float64)
     L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
-                            N, K, D, X, tgt, W, dt == F32)
+                            N, K, D, X, tgt, W, E)
     nd = ia[FV]
     out = _loss_output(C, dt, red, L, WT.sum(), ia[FV + 1:FV + 1 + nd].copy())
     if out < 0:
@@ -471,16 +510,6 @@ def nll_bwd(caddr, row):
     sw = T[row, R_IN + 2 * IW + IN_SAVED] if T[row, R_NIN] > 2 else -1
     M = meta_of(C)
     tgt = i64_at(data_addr(C, st), N * D)
-    if _ce_direct(kind, eps, D, sw, red):
-        n = N * K
-        ga = row_grad_addr(C, row, 0)
-        if dt == F32:
-            _ce_grads(f32_at(data_addr(C, sx), n), tgt, ign, N, K,
-                      np.float64(f32_at(ga, 1)[0]), red, f32_at(gx, n), np.empty(n, np.float32))
-        else:
-            _ce_grads(f64_at(data_addr(C, sx), n), tgt, ign, N, K, f64_at(ga, 1)[0], red,
-                      f64_at(gx, n), np.empty(n))
-        return K_OK
     W = _read(M[sw, M_DTYPE], data_addr(C, sw), K) if sw >= 0 else np.ones(K, np.float64)
     X = _read(M[sx, M_DTYPE], data_addr(C, sx), N * K * D) if kind == 1 else np.zeros(1)
     G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
@@ -492,21 +521,19 @@ def nll_bwd(caddr, row):
                 denom += W[tgt[i]]
     wsum = W.sum()
     GX = np.zeros(N * K * D, np.float64)
-    if kind == 1 and M[sx, M_DTYPE] == F32:
-        E32 = np.empty(N * K * D, np.float32)
-        _, S = _line_exps(X, N, K, D, E32)
-        _nll_grads(GX, E32, S, kind, tgt, ign, G, red, denom, W, wsum, eps, N, K, D)
+    if KERNEL_DTYPE == F32:
+        E = np.empty(N * K * D if kind == 1 else 0, np.float32)
     else:
         E = np.empty(N * K * D if kind == 1 else 0)
-        S = _line_exps(X, N, K, D, E)[1] if kind == 1 else E
-        _nll_grads(GX, E, S, kind, tgt, ign, G, red, denom, W, wsum, eps, N, K, D)
+    S = _line_exps(X, N, K, D, E)[1] if kind == 1 else np.empty(0)
+    _nll_grads(GX, E, S, kind, tgt, ign, G, red, denom, W, wsum, eps, N, K, D)
     _accumulate(dt, gx, GX)
     return K_OK
 
 
-def _loss(name, grad_fn, fwd, bwd, diff, saves_if):
+def _loss(name, grad_fn, fwd, bwd, diff, saves_if, per_dtype=False):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=3,
-                          diff=diff, saves_if=saves_if))
+                          diff=diff, saves_if=saves_if, per_dtype=per_dtype))
 
 
 _PW_SAVES = {0: ("a", "b", "c"), 1: ("a", "b", "c")}
@@ -518,8 +545,15 @@ _loss("binary_cross_entropy", "BinaryCrossEntropyBackward0", "pointwise_fwd", "p
       (0, 1), _PW_SAVES)
 _loss("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
       "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
-_loss("nll_loss", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")})
-_loss("cross_entropy", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")})
+_loss("nll_loss", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")}, True)
+_loss("cross_entropy", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")},
+      True)
+# A training step's call, N x C logits with no class weights, no label smoothing and a
+# reduced loss, has kernels of its own: they read the logits in place, and a program that
+# only makes such calls compiles neither the general kernels' code nor their other dtype's.
+_loss("cross_entropy_plain", "NllLossBackward0", "ce_plain_fwd", "ce_plain_bwd", (0,),
+      {0: ("a", "b")}, True)
 # PyTorch's names for (N, C, H, W) inputs
-_loss("nll_loss2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")})
-_loss("cross_entropy2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")})
+_loss("nll_loss2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")}, True)
+_loss("cross_entropy2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")},
+      True)
