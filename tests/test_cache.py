@@ -115,3 +115,87 @@ def test_a_per_dtype_kernel_compiles_one_dtype_only():
     before, after = json.loads(out.stdout.strip().splitlines()[-1])
     assert before == [0, 0]
     assert after[0] >= 1 and after[1] == 0
+
+
+LINK_ONLY = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tapegrad._engine.cache import kernel_cache
+with kernel_cache():
+    import linkmod
+out = {"first": linkmod.first(20), "hits": sum(linkmod.first.stats.cache_hits.values())}
+if sys.argv[2] == "second":     # a caller compiled now, linking a helper from the cache
+    out["second"] = linkmod.second(20)
+    out["second_hits"] = sum(linkmod.second.stats.cache_hits.values())
+out["helper_hits"] = sum(linkmod.twice.stats.cache_hits.values())
+h = linkmod.twice.overloads[linkmod.twice.signatures[0]].library \
+    if linkmod.twice.signatures else None
+out["helper_library"] = type(h).__name__ if h is not None else None
+out["entry_library"] = type(linkmod.first.overloads[linkmod.first.signatures[0]].library).__name__
+print(json.dumps(out))
+"""
+
+LINK_MODULE = '''
+import numpy as np
+from tapegrad._engine.lowlevel import jit, jit_entry
+
+
+@jit
+def twice(x):
+    s = 0.0
+    for i in range(x):
+        s += 2.0 * i
+    return s
+
+
+@jit
+def deeper(x):
+    return twice(x) + np.sqrt(float(x))
+
+
+@jit_entry
+def first(x):
+    return deeper(x)
+
+
+@jit_entry
+def second(x):
+    return twice(x) - 1.0
+'''
+
+
+def test_helpers_compile_to_ir_only_and_link_from_the_cache(tmp_path):
+    """Helpers keep IR for their callers and make no machine code of their own
+    (lowlevel._LinkOnlyLibrary). The entry points linking them compute the right values
+    when compiled, when loaded from the cache, and when a new caller links a helper the
+    cache holds (its IR comes from the cached bitcode)."""
+    (tmp_path / "linkmod.py").write_text(LINK_MODULE)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TAPEGRAD_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run(mode):
+        out = subprocess.run([sys.executable, "-c", LINK_ONLY, str(tmp_path), mode],
+                             capture_output=True, text=True, env=env, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    expect = sum(2.0 * i for i in range(20))
+    cold = run("first")
+    assert cold["first"] == expect + 20 ** 0.5 and cold["hits"] == 0
+    assert cold["helper_library"] == "_LinkOnlyLibrary"
+    assert cold["entry_library"] == "JITCodeLibrary"
+    warm = run("second")
+    assert warm["first"] == cold["first"] and warm["hits"] == 1
+    assert warm["second"] == expect - 1.0 and warm["second_hits"] == 0
+    assert warm["helper_hits"] == 1         # second linked twice's IR from the cache
+    again = run("second")
+    assert again["second"] == warm["second"] and again["second_hits"] == 1
+
+
+def test_a_helper_has_no_native_address():
+    """A helper's machine code is never made, so it has no address to hand out."""
+    import pytest
+    from tapegrad._engine import core
+    from tapegrad._engine.lowlevel import native_address
+    with pytest.raises(TypeError, match=r"numel_of is a helper \(lowlevel.jit\), whose machine "
+                       "code is never made"):
+        native_address(core.numel_of, "int64(int64, int64)")

@@ -8,7 +8,7 @@ import numpy as np
 
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
 from .threads import split_call
-from .lowlevel import (jit, jit_entry, ctx_of, meta_of, stor_of, tape_of, fattr_of,
+from .lowlevel import (jit, jit_entry, jit_native, ctx_of, meta_of, stor_of, tape_of, fattr_of,
                        iargs_of, outs_of, err_of, work_of, opinfo_of, fwd_table, bwd_table,
                        desc_of, f32_at, f64_at, i64_at, u8_at, call_kernel, call_native_i2,
                        call_native_i4, c_malloc, c_calloc, c_free)
@@ -652,7 +652,7 @@ def ew_forward_prep(C, row, a, b):
     return out
 
 
-@jit
+@jit_native
 def tangent_entry(caddr, row, bits, ntan):
     """A fused op's forward writes d out / d input k into operand slots 4 + k (laid out
     like the output) for each input k that requires grad, when the row is recorded
@@ -818,7 +818,7 @@ def clone_tensor(C, t):
     return c
 
 
-@jit
+@jit_native
 def clone_entry(caddr, t):
     """clone_tensor for op_entry, which calls it through C_CLONE: the rare in-place op
     whose gradient needs self as it was then compiles it (seconds) instead of every

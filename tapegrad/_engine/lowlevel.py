@@ -4,8 +4,9 @@ Kernels reach every table and buffer through an address held in the ctx array, s
 table can grow (Python reallocates it and updates ctx) without recompiling anything, and
 per-op kernels compiled on first use are called through a table of addresses.
 """
-from llvmlite import ir
+from llvmlite import ir, binding as llvm
 from numba import njit, types, carray
+from numba.core import cgutils, codegen as numba_codegen, compiler as numba_compiler
 from numba.core.extending import intrinsic
 from numba.core.registry import CPUDispatcher
 
@@ -75,9 +76,63 @@ class _HelperDispatcher(CPUDispatcher):
             "only (lowlevel.jit); declare it with lowlevel.jit_entry to call it from Python")
 
 
+class _LinkOnlyLibrary(numba_codegen.JITCodeLibrary):
+    """A helper's code library: IR for its callers to link in, and nothing else.
+
+    Numba optimises every compiled function's module and turns it into machine code;
+    then each caller links its callees' IR in (linkonce_odr copies, which LLVM inlines
+    or keeps), optimises the whole again and makes machine code again, so a helper five
+    calls deep was optimised and compiled six times. A helper's own machine code is
+    never run (no wrappers: nothing calls its symbol), and its module-level optimising
+    (inlining its callees) is done again by every caller. So a helper's library keeps
+    only its per-function-optimised IR; the module passes run once, in the entry point
+    or kernel at the top, over everything it links. Its module never reaches the
+    execution engine; only its environment pointer (a common global Numba writes the
+    helper's Env address into) does, as a module of its own, whose object code the
+    cache stores beside the IR. On a cold cache the demo's kernels took 26-29 s of CPU
+    instead of 33-35 (alternating runs; skipping only the machine code saved half as
+    much); the kernels' speed did not measurably change (benchmarks.compare's MLP
+    steps and scalar chains)."""
+
+    def _optimize_final_module(self):
+        pass
+
+    def _finalize_final_module(self):
+        self._finalize_dynamic_globals()
+        self._verify_declare_only_symbols()
+        self._env_object = self._codegen._tm.emit_object(self._env_module())
+        self._codegen._add_module(self._env_module())
+        self._finalized = True
+
+    def _env_module(self):
+        mod = self._codegen._create_empty_module(self.name + ".env")
+        for gv in self._final_module.global_variables:
+            if gv.name.startswith("_ZN08NumbaEnv"):
+                g = ir.GlobalVariable(mod, cgutils.voidptr_t, name=gv.name)
+                g.linkage = "common"
+                g.initializer = cgutils.get_null_value(g.type.pointee)
+        return llvm.parse_assembly(str(mod))
+
+    def serialize_using_object_code(self):
+        """(Numba's loader adds the object code as its empty module's, and takes the
+        IR from the second field, as for any cached function.)"""
+        self._ensure_finalized()
+        return (self.name, "object",
+                (self._env_object, self._get_module_for_linking().as_bitcode()))
+
+
+class _HelperCompiler(numba_compiler.Compiler):
+    def compile_extra(self, func):
+        if self.state.library is None:
+            self.state.library = _LinkOnlyLibrary(self.state.targetctx.codegen(),
+                                                  func.__qualname__)
+        return super().compile_extra(func)
+
+
 # Numba gives every compiled function a Python wrapper and a C wrapper (about 3 s of
 # the engine core's cold compile); only the functions Python calls need them
-_NO_WRAPPERS = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+_NO_WRAPPERS = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True,
+                    pipeline_class=_HelperCompiler)
 
 
 def _helper(dispatcher):
@@ -92,6 +147,19 @@ def jit(fn):
     types, constants included (_unliteral); callable from compiled code only (no
     wrappers: see jit_entry)."""
     return _helper(njit(cache=True, error_model="numpy", **_NO_WRAPPERS)(fn))
+
+
+class _NativeDispatcher(_HelperDispatcher):
+    """A helper that compiled code calls by address (native_address)."""
+
+
+def jit_native(fn):
+    """jit for a helper called by its address (native_address, compiled on first need,
+    like clone_entry): no wrappers, but its own machine code."""
+    d = njit(cache=True, error_model="numpy", no_cpython_wrapper=True,
+             no_cfunc_wrapper=True)(fn)
+    d.__class__ = _NativeDispatcher
+    return _unliteral(d)
 
 
 def jit_entry(fn):
@@ -202,6 +270,10 @@ def native_address(dispatcher, sig):
     """Address of the machine code Numba compiled for dispatcher at sig, in Numba's own
     calling convention: compiled code can call it through `native_caller` without
     linking (and so re-optimising) a second copy of it."""
+    if not has_entry(dispatcher) and not isinstance(dispatcher, _NativeDispatcher):
+        raise TypeError(f"tapegrad: {dispatcher.py_func.__name__} is a helper (lowlevel.jit), "
+                        "whose machine code is never made; declare it with "
+                        "lowlevel.jit_native to take its address")
     dispatcher.compile(sig)
     cres = dispatcher.overloads[dispatcher.signatures[-1]]
     return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
