@@ -155,6 +155,9 @@ def _gemm_impl(A, B, O, beta):
     f32 = A.dtype == types.float32
     call = cblas_sgemm if f32 else cblas_dgemm
     cast = np.float32 if f32 else np.float64
+    # C- and F-ordered operands are always BLAS-readable in place: the copying branch
+    # (and np.ascontiguousarray's code) is compiled only for other layouts
+    may_copy = not (A.layout in "CF" and B.layout in "CF")
 
     def impl(A, B, O, beta):
         m, k = A.shape
@@ -169,13 +172,14 @@ def _gemm_impl(A, B, O, beta):
         ta, lda = blas_layout(m, k, A.strides[0] // isz, A.strides[1] // isz)
         tb, ldb = blas_layout(k, n, B.strides[0] // isz, B.strides[1] // isz)
         ldc = max(O.strides[0] // isz, n)
-        if ta != 0 and tb != 0:
-            call(ROW_MAJOR, ta, tb, m, n, k, cast(1), np.int64(A.ctypes.data), lda,
-                 np.int64(B.ctypes.data), ldb, cast(beta), np.int64(O.ctypes.data), ldc)
-            return
-        Ac = np.ascontiguousarray(A)        # (a layout BLAS cannot read: copies)
-        Bc = np.ascontiguousarray(B)
-        call(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, cast(1), np.int64(Ac.ctypes.data),
-             max(k, 1), np.int64(Bc.ctypes.data), max(n, 1), cast(beta),
-             np.int64(O.ctypes.data), ldc)
+        if may_copy:
+            if ta == 0 or tb == 0:
+                Ac = np.ascontiguousarray(A)        # (a layout BLAS cannot read: copies)
+                Bc = np.ascontiguousarray(B)
+                call(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, cast(1),
+                     np.int64(Ac.ctypes.data), max(k, 1), np.int64(Bc.ctypes.data),
+                     max(n, 1), cast(beta), np.int64(O.ctypes.data), ldc)
+                return
+        call(ROW_MAJOR, ta, tb, m, n, k, cast(1), np.int64(A.ctypes.data), lda,
+             np.int64(B.ctypes.data), ldb, cast(beta), np.int64(O.ctypes.data), ldc)
     return impl
