@@ -169,6 +169,10 @@ def test_helpers_compile_to_ir_only_and_link_from_the_cache(tmp_path):
     (lowlevel._LinkOnlyLibrary). The entry points linking them compute the right values
     when compiled, when loaded from the cache, and when a new caller links a helper the
     cache holds (its IR comes from the cached bitcode)."""
+    import pytest
+    from tapegrad._engine.lowlevel import _NO_WRAPPERS
+    if "pipeline_class" not in _NO_WRAPPERS:
+        pytest.skip("this Numba lacks the internals _LinkOnlyLibrary overrides")
     (tmp_path / "linkmod.py").write_text(LINK_MODULE)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                TAPEGRAD_CACHE_DIR=str(tmp_path / "cache"))

@@ -131,8 +131,15 @@ class _HelperCompiler(numba_compiler.Compiler):
 
 # Numba gives every compiled function a Python wrapper and a C wrapper (about 3 s of
 # the engine core's cold compile); only the functions Python calls need them
-_NO_WRAPPERS = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True,
-                    pipeline_class=_HelperCompiler)
+_NO_WRAPPERS = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# _LinkOnlyLibrary overrides Numba internals (numba 0.68's names; older releases spelled
+# one of them _finalize_dyanmic_globals): where they differ, helpers compile as before
+if all(hasattr(numba_codegen.JITCodeLibrary, name) for name in (
+        "_finalize_dynamic_globals", "_verify_declare_only_symbols", "_optimize_final_module",
+        "_get_module_for_linking", "serialize_using_object_code")) \
+        and hasattr(numba_codegen.JITCPUCodegen, "_create_empty_module") \
+        and hasattr(numba_codegen.JITCPUCodegen, "_add_module"):
+    _NO_WRAPPERS["pipeline_class"] = _HelperCompiler
 
 
 def _helper(dispatcher):
