@@ -823,6 +823,26 @@ def test_cold_start_tasks_cover_the_demo():
     assert json.loads(res.stdout.splitlines()[-1]) == []
 
 
+def test_demo_starts_its_helper_unless_its_kernels_are_cached(tmp_path, monkeypatch):
+    """The engine cached by another program is not a warm start: the demo's kernels would
+    compile in one process. Only the op entry and cross entropy's kernels both cached
+    (the first and last of the demo's own tasks) skip the helper."""
+    from tapegrad import __main__ as demo_main
+    from tapegrad._engine import cache
+    engine_dir, ops_dir = tmp_path / "engine", tmp_path / "ops"
+    (engine_dir / "_engine_x").mkdir(parents=True)
+    (ops_dir / "ops_x").mkdir(parents=True)
+    monkeypatch.setattr(cache, "ENGINE_CACHE_DIR", str(engine_dir))
+    monkeypatch.setattr(cache, "CACHE_DIR", str(ops_dir))
+    assert not demo_main._demo_cached()
+    (engine_dir / "_engine_x" / "core.op_entry-886.py311.nbi").write_text("")
+    assert not demo_main._demo_cached()
+    (ops_dir / "ops_x" / "loss.ce_plain_fwd_f32-394.py311.1.nbc").write_text("")
+    assert not demo_main._demo_cached()        # data without its index: not cached
+    (ops_dir / "ops_x" / "loss.ce_plain_fwd_f32-394.py311.nbi").write_text("")
+    assert demo_main._demo_cached()
+
+
 # =========================================================== cached parameter tables
 def _momentum_steps(edit):
     """SGD(momentum 0.9, lr 0.1) on p = [1, 2] with gradient [1, 1] every step; `edit`
