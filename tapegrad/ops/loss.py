@@ -454,10 +454,11 @@ def nll_fwd(caddr, row):
         return E_VALUE
     red = T[row, R_IATTR]
     X = _read(dt, data_addr(C, x), N * K * D)
+    ne = N * K * D if T[row, R_IATTR + 1] == 1 else 0     # exps: cross entropy only
     if KERNEL_DTYPE == F32:
-        E = np.empty(N * K * D, np.float32)
+        E = np.empty(ne, np.float32)
     else:
-        E = np.empty(N * K * D)
+        E = np.empty(ne)
     W = _read(M[w, M_DTYPE], data_addr(C, w), K) if w >= 0 else np.ones(K, np.float64)
     L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
                             N, K, D, X, tgt, W, E)
