@@ -27,6 +27,8 @@ __all__ = [  # noqa: F822  (the op spellings are installed from the op table at 
            "reciprocal", "flatten"]
 
 _ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
+_BY_DIM = {name: BY_NAME[name + "_dim"] for name in ("sum", "mean")}
+_MW, _MN, _MDT = L.MW, L.M_NDIM, L.M_DTYPE
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
@@ -53,15 +55,16 @@ def _reduce(self, name, dim, keepdim, flag):
     i = self._i
     if dim is None:             # x.sum(): the common case, one compiled call; the mask -1
         with E.lock:            # has every dim's bit set, whatever the rank
-            ia = E.iargs
+            ia = E.iargs_mv
             ia[0] = -1
             ia[1] = 0
             ia[2] = flag
             r = _OP(_CADDR, _ALL[name].opcode, i, -1, 0.0, GRAD_MODE[0])
         if r >= 0:
             return _wrap(r)
-    nd = int(E.meta[i, L.M_NDIM])
-    if E.meta[i, L.M_DTYPE] > L.F64:
+    mv = E.meta_mv
+    nd = mv[i * _MW + _MN]
+    if mv[i * _MW + _MDT] > L.F64:
         return _int_reduce(self, name, dim, keepdim)
     if dim is None:
         return _wrap(_run_reduction(_ALL[name], i, -1, 0, flag))
@@ -69,7 +72,7 @@ def _reduce(self, name, dim, keepdim, flag):
         mask = 1 << (dim + nd if dim < 0 else dim)
     else:
         mask = _dims_mask(dim, nd, name)
-    return _wrap(_run_reduction(BY_NAME[name + "_dim"], i, mask, int(bool(keepdim)), flag))
+    return _wrap(_run_reduction(_BY_DIM[name], i, mask, 1 if keepdim else 0, flag))
 
 
 def _int_reduce(self, name, dim, keepdim):
@@ -110,7 +113,7 @@ def _int_extreme(input, name, ret, dim, keepdim):
 def _run_reduction(op, a, mask, keepdim, flag):
     """run() for a reduction, without the general path's argument handling."""
     with E.lock:
-        ia = E.iargs
+        ia = E.iargs_mv
         ia[0] = mask
         ia[1] = keepdim
         ia[2] = flag
@@ -127,10 +130,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     t = input if dtype is None else input.to(dtype)
-    if not t.dtype.is_floating_point:
-        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: {_TYPE_NAMES[t.dtype.name]}")
-    return _reduce(t, "mean", dim, keepdim, 1)
+    return _reduce(t, "mean", dim, keepdim, 1)     # (an integer input: _int_reduce refuses)
 
 
 def _extreme(name, ret, flag):
@@ -140,20 +140,19 @@ def _extreme(name, ret, flag):
         if dim.__class__ is int and isinstance(input, Tensor):
             # x.max(1): a float tensor, a dim in range, a non-empty line: one engine call
             # with the outputs read back (every check below would pass)
-            i = input._i
-            meta = E.meta
-            nd = int(meta[i, L.M_NDIM])
+            b = input._i * _MW
+            mv = E.meta_mv
+            nd = mv[b + _MN]
             d = dim + nd if dim < 0 else dim
-            if (0 <= d < nd and meta[i, L.M_DTYPE] <= L.F64
-                    and meta[i, L.M_SHAPE + d] > 0):
+            if 0 <= d < nd and mv[b + _MDT] <= L.F64 and mv[b + L.M_SHAPE + d] > 0:
                 with E.lock:
-                    ia = E.iargs
+                    ia = E.iargs_mv
                     ia[0] = 1 << d
                     ia[1] = 1 if keepdim else 0
                     ia[2] = flag
-                    if _OP(_CADDR, code, i, -1, 0.0, GRAD_MODE[0]) >= 0:
-                        a, b = E.outs[:2].tolist()
-                        return ret(_wrap(a), _wrap(b))
+                    if _OP(_CADDR, code, input._i, -1, 0.0, GRAD_MODE[0]) >= 0:
+                        outs = E.outs_mv
+                        return ret(_wrap(outs[0]), _wrap(outs[1]))
         if isinstance(dim, Tensor):             # max(a, b): elementwise
             from . import _math
             return (_math.maximum if name == "max" else _math.minimum)(input, dim)
@@ -183,6 +182,13 @@ min = _extreme("min", _min_ret, 1)  # noqa: A001
 def matmul(input, other):
     if not isinstance(other, Tensor) or not isinstance(input, Tensor):
         raise TypeError("matmul(): arguments must be Tensors")
+    mv = E.meta_mv
+    if mv[input._i * _MW + _MN] == 2 and mv[other._i * _MW + _MN] == 2:
+        # matrices (every linear layer): the kernel checks the inner sizes and dtypes, and
+        # on any failure nothing has changed and the checks below say what is wrong
+        r = _OP(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE[0])
+        if r >= 0:
+            return _wrap(r)
     na, nb = input.ndim, other.ndim
     if na == 0 or nb == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
@@ -223,6 +229,9 @@ def matmul(input, other):
                 raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b "
                                    f"({y}) at non-singleton dimension {d}")
     return _wrap(run(BY_NAME[name], input._i, other._i))
+
+
+_MM = BY_NAME["mm"].opcode
 
 
 def _checked(name, a, b):

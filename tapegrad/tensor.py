@@ -41,8 +41,26 @@ def _contiguous_first(caddr, i):
 
 
 _CONTIGUOUS = _contiguous_first
+def _incref_first(caddr, i):
+    global _INCREF
+    _INCREF = E.entry(core.incref_meta)
+    return _INCREF(caddr, i)
+
+
+def _detach_first(caddr, i):
+    global _DETACH
+    _DETACH = E.entry(core.detach)
+    return _DETACH(caddr, i)
+
+
+_INCREF = _incref_first
+_DETACH = _detach_first
 _RELQ_MV, _RELQ_SLOT = E.relq_mv, E.relq_slot
 _M_GRAD = L.M_GRAD
+# meta's columns for the reads Python makes through E.meta_mv (a flat view of the table)
+_MW, _MS, _MN = L.MW, L.M_SHAPE, L.M_NDIM
+_M_ROW, _M_FLAGS, _FL_RETAIN = L.M_ROW, L.M_FLAGS, L.FL_RETAIN
+_getattr = getattr
 assert len(E.relq) == 4096          # the ring index mask in __del__
 _new = object.__new__
 _SCALARS = (float, int, bool)
@@ -91,12 +109,12 @@ class Tensor:
     # ------------------------------------------------------------ properties
     @property
     def shape(self):
-        try:
-            return self._shape
-        except AttributeError:
-            m = E.meta[self._i]
-            s = self._shape = Size(m[L.M_SHAPE:L.M_SHAPE + m[L.M_NDIM]].tolist())
-            return s
+        s = _getattr(self, "_shape", None)     # (a default: no AttributeError to catch)
+        if s is None:
+            mv = E.meta_mv
+            b = self._i * _MW + _MS
+            s = self._shape = Size(mv[b:b + mv[b - _MS + _MN]].tolist())
+        return s
 
     def size(self, dim=None):
         if dim is None:
@@ -189,8 +207,9 @@ class Tensor:
 
     @property
     def grad(self):
-        m = E.meta[self._i]
-        if m[L.M_ROW] >= 0 and not m[L.M_FLAGS] & L.FL_RETAIN:
+        mv = E.meta_mv
+        b = self._i * _MW
+        if mv[b + _M_ROW] >= 0 and not mv[b + _M_FLAGS] & _FL_RETAIN:
             warnings.warn(
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
                 "Its .grad attribute won't be populated during autograd.backward(). If you "
@@ -198,49 +217,50 @@ class Tensor:
                 ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
                 "mistake, make sure you access the leaf Tensor instead.", UserWarning,
                 stacklevel=2)
-        g = int(m[L.M_GRAD])
+        g = mv[b + _M_GRAD]
         if RECORDING[0] is not None:
             RECORDING[0].grad_read(self._i, g)
         if g < 0:
             return None
-        try:
-            gw = self._gw
-            if gw is not None and gw._i == g:
-                return gw
-        except AttributeError:
-            pass
+        gw = _getattr(self, "_gw", None)
+        if gw is not None and gw._i == g:
+            return gw
         gw = self._gw = _adopt_ref(g)
         return gw
 
     @grad.setter
     def grad(self, value):
-        m = E.meta[self._i]
-        old = int(m[L.M_GRAD])
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
-                                f"of type {type(value).__name__}")
-            if value.shape != self.shape:
-                raise RuntimeError(f"attempting to assign a gradient of size "
-                                   f"'{list(value.shape)}' to a tensor of size "
-                                   f"'{list(self.shape)}'. Please ensure that the gradient and "
-                                   "the tensor are the same size")
-            if value.dtype is not self.dtype:
-                raise RuntimeError("assigned grad has data of a different type")
-            if value.is_contiguous():
-                gid = value._i
-                core.incref_meta(_CADDR, gid)
-            else:       # the sweep accumulates into .grad as a flat buffer
-                gid = E.call(core.contiguous_copy, value._i)
-            m = E.meta[self._i]
-            m[L.M_GRAD] = gid
-            self._gw = value if gid == value._i else None
-            _note_break("assigning a tensor to .grad")
-        else:
-            m[L.M_GRAD] = -1
+        if value is None:                       # (zero_grad's and SGD loops' call)
+            mv = E.meta_mv
+            b = self._i * _MW + _M_GRAD
+            old = mv[b]
+            mv[b] = -1
             self._gw = None
             if RECORDING[0] is not None:
                 RECORDING[0].grad_cleared(self._i, True)
+            if old >= 0:
+                E.release(old)
+            return
+        if not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
+                            f"of type {type(value).__name__}")
+        if value.shape != self.shape:
+            raise RuntimeError(f"attempting to assign a gradient of size "
+                               f"'{list(value.shape)}' to a tensor of size "
+                               f"'{list(self.shape)}'. Please ensure that the gradient and "
+                               "the tensor are the same size")
+        if value.dtype is not self.dtype:
+            raise RuntimeError("assigned grad has data of a different type")
+        if value.is_contiguous():
+            gid = value._i
+            _INCREF(_CADDR, gid)
+        else:       # the sweep accumulates into .grad as a flat buffer
+            gid = E.call(core.contiguous_copy, value._i)
+        m = E.meta[self._i]
+        old = int(m[L.M_GRAD])
+        m[L.M_GRAD] = gid
+        self._gw = value if gid == value._i else None
+        _note_break("assigning a tensor to .grad")
         if old >= 0:
             E.release(old)
 
@@ -310,7 +330,12 @@ class Tensor:
                   create_graph, inputs)
 
     def detach(self):
-        return _wrap(E.call(core.detach, self._i))
+        r = _DETACH(_CADDR, self._i)
+        if r < 0:                               # a table to grow first
+            r = E.call(core.detach, self._i)
+        t = _new(Tensor)
+        t._i = r
+        return t
 
     def register_hook(self, hook):
         return _register_hook(self, hook)
@@ -492,8 +517,10 @@ def _wrap(i):
 
 
 def _adopt_ref(i):
-    core.incref_meta(_CADDR, i)
-    return _wrap(i)
+    _INCREF(_CADDR, i)
+    t = _new(Tensor)
+    t._i = i
+    return t
 
 
 def _wrap_leaf(i):

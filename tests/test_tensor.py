@@ -174,6 +174,29 @@ def test_size_and_shape():
     assert not t.T.is_contiguous()
 
 
+
+def test_python_reads_of_the_tables_follow_their_growth():
+    """shape, .grad, the reductions and matmul read the meta table through a flat view
+    (state.Engine.meta_mv), remade whenever the table grows: values made before and after
+    a growth read right."""
+    from tapegrad._engine.state import engine
+    ENGINE = engine()
+    w = tg.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    y = (w * 2.0)                           # its shape not yet read
+    cap = ENGINE.meta.shape[0]
+    keep = [tg.zeros(1) for _ in range(cap + 10)]
+    assert ENGINE.meta.shape[0] > cap       # the table grew
+    assert ENGINE.meta_mv.nbytes == ENGINE.meta.nbytes
+    assert y.shape == (3, 2) and keep[-1].shape == (1,)
+    m = y.max(1, keepdim=True)
+    assert m.values.tolist() == [[4.0], [8.0], [12.0]] and m.indices.tolist() == [[1], [1], [1]]
+    loss = (y @ tg.ones(2, 1)).sum(0).mean() + y.sum(1, keepdim=True).sum()
+    loss.backward()
+    assert w.grad.tolist() == [[4.0, 4.0]] * 3
+    w.grad = None
+    assert w.grad is None
+    assert y.detach().tolist() == [[2.0, 4.0], [6.0, 8.0], [10.0, 12.0]]
+
 def test_size_repr():
     assert repr(tg.Size([2, 3])) == "tapegrad.Size([2, 3])"
     assert repr(tg.zeros(2, 3).shape) == "tapegrad.Size([2, 3])"

@@ -1598,6 +1598,8 @@ def data_alias(caddr, t):
 def detach(caddr, t):
     C = ctx_of(caddr)
     drain(C)
+    if C[C_META_CAP] - C[C_LIVE_META] < 16 + C[C_OUTS_CAP]:
+        return E_GROW_META      # (Tensor.detach's one-call path: E.call grows, retries)
     a = meta_alias(C, t)
     M = meta_of(C)
     M[a, M_SRCOP] = -1
