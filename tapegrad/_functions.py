@@ -151,8 +151,11 @@ def _extreme(name, ret, flag):
                     ia[1] = 1 if keepdim else 0
                     ia[2] = flag
                     if _OP(_CADDR, code, input._i, -1, 0.0, GRAD_MODE[0]) >= 0:
+                        # (both read before any Python call: a lock-free op of another
+                        # thread cannot run in between and overwrite them)
                         outs = E.outs_mv
-                        return ret(_wrap(outs[0]), _wrap(outs[1]))
+                        values, indices = outs[0], outs[1]
+                        return ret(_wrap(values), _wrap(indices))
         if isinstance(dim, Tensor):             # max(a, b): elementwise
             from . import _math
             return (_math.maximum if name == "max" else _math.minimum)(input, dim)
@@ -186,7 +189,7 @@ def matmul(input, other):
     if mv[input._i * _MW + _MN] == 2 and mv[other._i * _MW + _MN] == 2:
         # matrices (every linear layer): the kernel checks the inner sizes and dtypes, and
         # on any failure nothing has changed and the checks below say what is wrong
-        r = _OP(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE[0])
+        r = _OP(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE[0] | L.OPF_SOLO)
         if r >= 0:
             return _wrap(r)
     na, nb = input.ndim, other.ndim

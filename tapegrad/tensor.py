@@ -41,6 +41,8 @@ def _contiguous_first(caddr, i):
 
 
 _CONTIGUOUS = _contiguous_first
+
+
 def _incref_first(caddr, i):
     global _INCREF
     _INCREF = E.entry(core.incref_meta)
@@ -60,6 +62,9 @@ _M_GRAD = L.M_GRAD
 # meta's columns for the reads Python makes through E.meta_mv (a flat view of the table)
 _MW, _MS, _MN = L.MW, L.M_SHAPE, L.M_NDIM
 _M_ROW, _M_FLAGS, _FL_RETAIN = L.M_ROW, L.M_FLAGS, L.FL_RETAIN
+_M_NUMEL, _FL_REQ = L.M_NUMEL, L.FL_REQ
+# the one-call op paths take no lock: their outputs go to a buffer of their own
+_SOLO, _INPLACE_SOLO = L.OPF_SOLO, L.OPF_INPLACE | L.OPF_SOLO
 _getattr = getattr
 assert len(E.relq) == 4096          # the ring index mask in __del__
 _new = object.__new__
@@ -311,10 +316,10 @@ class Tensor:
             # that needs attention (a kernel to load, a table to grow, an error) takes the
             # general path, which starts over (a failed sweep changes nothing)
             i = self._i
-            m = E.meta
-            if m[i, L.M_NUMEL] == 1 and m[i, L.M_FLAGS] & L.FL_REQ:
+            mv = E.meta_mv
+            if mv[i * _MW + _M_NUMEL] == 1 and mv[i * _MW + _M_FLAGS] & _FL_REQ:
                 with E.lock:
-                    ia = E.iargs
+                    ia = E.iargs_mv
                     ia[0] = i
                     ia[1] = -1
                     r = _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
@@ -719,11 +724,11 @@ def _binary_method(op, reflected=None):
 
     def method(self, other):
         if other.__class__ is Tensor or isinstance(other, Tensor):     # (or a Parameter)
-            r = _OP(_CADDR, code, self._i, other._i, 0.0, GRAD_MODE[0])
+            r = _OP(_CADDR, code, self._i, other._i, 0.0, GRAD_MODE[0] | _SOLO)
             b = other._i
         elif other.__class__ in scalars or (_is_scalar(other) and not (
                 scalars is not _SCALARS and isinstance(other, (bool, np.bool_)))):
-            r = _OP(_CADDR, code, self._i, -1, float(other), GRAD_MODE[0])
+            r = _OP(_CADDR, code, self._i, -1, float(other), GRAD_MODE[0] | _SOLO)
             b = -1
         else:
             if isinstance(other, (bool, np.bool_)):     # x - True: PyTorch refuses
@@ -767,7 +772,7 @@ def _inplace_method(op, name, out_of_place=None):
             b, s = -1, float(other)
         else:
             return NotImplemented
-        r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | 2)
+        r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | _INPLACE_SOLO)
         if r < 0:
             if _mixed(self._i, b) and (other is not None or out_of_place is not None):
                 from . import _promotion
@@ -784,7 +789,7 @@ def _unary_method(op):
     code = op.opcode
 
     def method(self):
-        r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0])
+        r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0] | _SOLO)
         if r < 0:
             if _mixed(self._i, -1):
                 from . import _promotion

@@ -46,3 +46,48 @@ def test_threads_compute_what_one_thread_computes():
             assert l1 == l2
             np.testing.assert_array_equal(gx1, gx2)
             np.testing.assert_array_equal(gw1, gw2)
+
+
+def _multi_output_work(seed, rounds, failures):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((5, 7))
+    x = tg.tensor(a, requires_grad=True)
+    w = tg.ones(7, 3, dtype=tg.float64)
+    keep = []
+    for k in range(rounds):
+        y = x * 1.0                             # one-call paths, no lock
+        m = y.max(1, keepdim=True)              # two outputs, read from outs[] after the call
+        parts = (y @ w).unbind(1)               # matmul with no lock; unbind's many outputs
+        if (m.values.tolist() != a.max(1, keepdims=True).tolist()
+                or m.indices.tolist() != a.argmax(1)[:, None].tolist()
+                or [p.tolist() for p in parts] != list(a.sum(1)[None].repeat(3, 0).tolist())):
+            failures.append((seed, k))
+        keep.append(m.values)
+        keep.extend(tg.zeros(1) for _ in range(8))      # the tables grow meanwhile
+    loss = sum(v.sum() for v in keep[::9])
+    loss.backward()
+    expected = np.zeros_like(a)
+    expected[np.arange(5), a.argmax(1)] = rounds
+    if x.grad.tolist() != expected.tolist():
+        failures.append((seed, "grad"))
+
+
+def test_multi_output_ops_and_table_growth_under_threads():
+    """max(dim) and unbind read their outputs from a buffer after their call, under the
+    engine lock; the one-call paths of other threads take no lock, so their outputs go to
+    a buffer of their own (layout.OPF_SOLO) and never replace them. Meanwhile the tables
+    grow: the switch to the new arrays happens with no Python call in between, so no op
+    of another thread writes to an old table after its copy was taken."""
+    failures = []
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=_multi_output_work, args=(seed, 300, failures))
+                   for seed in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert failures == []

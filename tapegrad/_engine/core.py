@@ -887,7 +887,23 @@ def _log_op(C, op, ids, s, flags):
 def op_entry(caddr, op, a, b, s, flags):
     """Run op on tensors a, b (b < 0: absent or the Python scalar s); int arguments were
     written to iargs. Records a row when gradients are wanted. Returns the first output
-    id (further outputs in outs[]) or a negative status; nothing changes on failure."""
+    id (further outputs in outs[]) or a negative status; nothing changes on failure.
+    With OPF_SOLO the outputs go to outs_solo[] instead (see layout.OPF_SOLO)."""
+    C = ctx_of(caddr)
+    solo = (flags & OPF_SOLO) != 0
+    outs, nouts = C[C_OUTS], C[C_NOUTS]
+    if solo:
+        C[C_OUTS] = C[C_OUTS_SOLO]
+    r = _op(caddr, op, a, b, s, flags & ~OPF_SOLO)     # (one call site: inlined once)
+    if solo:
+        C[C_OUTS] = outs
+        C[C_NOUTS] = nouts
+    return r
+
+
+@jit
+def _op(caddr, op, a, b, s, flags):
+    """op_entry's work, with outs[] wherever C_OUTS points."""
     C = ctx_of(caddr)
     drain(C)
     M = meta_of(C)

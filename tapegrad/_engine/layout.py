@@ -133,6 +133,7 @@ C_NTHREADS = 39               #   address (0: one thread), the thread count, and
 C_PAR_MIN = 18                #   elements worth a thread
 C_NSPLIT = 20                 # loops split so far (a counter the tests read)
 C_TANGENT = 48                # address of tangent_entry, compiled when a fused op first runs
+C_OUTS_SOLO = 49              # address of outs_solo[] (C_OUTS_CAP long, see OPF_SOLO)
 NCTX = 56
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------
@@ -174,6 +175,9 @@ KSLOT_TANGENT = -2  # ... tangent_entry (see C_TANGENT)
 OPF_GRAD = 1        # grad mode is on
 OPF_INPLACE = 2     # write into input a
 OPF_IN2 = 4         # a third input: its id is iargs[IA_IN2]
+OPF_SOLO = 8        # a call without the engine lock (Python's one-call paths): its outputs go
+                    # to outs_solo, so a locked caller reading outs[] after its own call
+                    # (multi-output ops, autograd.grad) never finds another thread's there
 IA_IN2 = NIATTR     # iargs beyond NIATTR are not copied into the row
 
 MODE_BACKWARD = 0   # leaves accumulate into .grad

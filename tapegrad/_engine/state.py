@@ -55,6 +55,11 @@ def _entry(dispatcher, sig):
 
 class Engine:
     def __init__(self, meta_cap=1024, stor_cap=1024, tape_cap=1024):
+        # One engine per process. A compiled call holds the GIL, so kernels never race;
+        # this lock makes the multi-step paths (write int arguments, then call; grow a
+        # table and retry) atomic across threads. The one-call fast paths need no lock
+        # (their outputs go to outs_solo, see layout.OPF_SOLO).
+        self.lock = threading.RLock()
         self.ctx = np.zeros(L.NCTX, np.int64)
         self.caddr = self.ctx.ctypes.data
         self.fwd = np.zeros(256 * L.NKSLOT, np.int64)
@@ -74,6 +79,8 @@ class Engine:
         c[L.C_OPINFO] = self.opinfo.ctypes.data
         c[L.C_ERR] = self.err.ctypes.data
         self.iargs_mv, self.outs_mv = memoryview(self.iargs), memoryview(self.outs)
+        self.outs_solo = np.zeros(len(self.outs), np.int64)
+        c[L.C_OUTS_SOLO] = self.outs_solo.ctypes.data
         c[L.C_IARGS] = self.iargs.ctypes.data
         c[L.C_IARGS_CAP] = len(self.iargs)
         c[L.C_OUTS] = self.outs.ctypes.data
@@ -94,10 +101,6 @@ class Engine:
         self.relq_mv = memoryview(self.relq)
         self.relq_slot = itertools.count().__next__
         self.kernel_loader = None    # set by the front: (opcode, slot) -> (fwd, bwd) cfuncs
-        # One engine per process. A compiled call holds the GIL, so kernels never race;
-        # this lock makes the multi-step paths (write int arguments, then call; grow a
-        # table and retry) atomic across threads. The one-call fast paths need no lock.
-        self.lock = threading.RLock()
         self._kernels = {}
         # op_entry and sweep compile (about 30 s cold) on first use, not at import, so a
         # program can start other work (the demo compiles op kernels in a second process
@@ -139,6 +142,15 @@ class Engine:
 
     # ------------------------------------------------------------ tables
     def _grow(self, which, newcap=None):
+        with self.lock:         # (growth is one thread's at a time; the lock is reentrant)
+            self._grow_locked(which, newcap)
+
+    def _grow_locked(self, which, newcap):
+        """Double a table (and the arrays sized by it). Other threads' one-call paths take
+        no lock, so the switch, from copying the old contents to pointing ctx at the new
+        arrays, makes no Python call (a thread switch happens only at one): no op runs
+        between, to write where the copy has already been taken or beyond a buffer the
+        capacity does not yet cover. The old arrays stay referenced until then."""
         spec = {"meta": ("meta", L.C_META, L.C_META_CAP, L.C_META_FREE, L.M_NEXT),
                 "stor": ("stor", L.C_STOR, L.C_STOR_CAP, L.C_STOR_FREE, L.S_NEXT),
                 "tape": ("tape", L.C_TAPE, L.C_TAPE_CAP, L.C_TAPE_FREE, L.R_NEXT)}
@@ -147,33 +159,42 @@ class Engine:
         n0 = old.shape[0]
         n1 = newcap or 2 * n0
         new = np.zeros((n1, old.shape[1]), np.int64)
-        new[:n0] = old
         new[n0:, col] = np.arange(n0 + 1, n1 + 1)
-        new[n1 - 1, col] = self.ctx[c_free]
+        side = {"tape": ("fattr", L.C_FATTR, np.float64),
+                "stor": ("extq", L.C_EXTQ, np.int64)}.get(which)
+        if side is not None:        # fattr (tape) and extq (stor): one entry per row / id
+            side_old = getattr(self, side[0], None)
+            if side_old is None:
+                side_old = np.zeros(0, side[2])
+            side_new = np.zeros(n1, side[2])
+            side_addr, side_n = side_new.ctypes.data, len(side_old)
+        work_n = n1 + sum(getattr(self, a).shape[0] for a in ("meta", "stor", "tape")
+                          if a != attr and hasattr(self, a)) + 16
+        work_old = getattr(self, "work", None)
+        work_new = (np.zeros(work_n, np.int64)
+                    if work_old is None or len(work_old) < work_n else work_old)
+        work_addr = work_new.ctypes.data
+        addr, ctx = new.ctypes.data, self.ctx
+        # the switch: no Python call from here to the last store
+        new[:n0] = old
+        new[n1 - 1, col] = ctx[c_free]
+        if side is not None:
+            side_new[:side_n] = side_old        # (queued releases survive the growth)
+            ctx[side[1]] = side_addr
+        ctx[L.C_WORK] = work_addr
+        ctx[L.C_WORK_CAP] = len(work_new)
+        ctx[c_addr] = addr
+        ctx[c_cap] = n1
+        ctx[c_free] = n0
+        # (the switch is done)
         setattr(self, attr, new)
+        if side is not None:
+            setattr(self, side[0], side_new)
+        self.work = work_new
         if which == "meta":     # Python's scalar reads of meta: about 40 ns each, not 100
             self.meta_mv = memoryview(new.reshape(-1))
-        self.ctx[c_addr] = new.ctypes.data
-        self.ctx[c_cap] = n1
-        self.ctx[c_free] = n0
-        if which == "tape":
-            fattr = np.zeros(n1, np.float64)
-            fattr[:n0] = self.fattr
-            self.fattr = fattr
-            self.ctx[L.C_FATTR] = fattr.ctypes.data
-        if which == "stor":
-            extq = np.zeros(n1, np.int64)
-            if getattr(self, "extq", None) is not None:
-                extq[:n0] = self.extq          # queued releases survive the growth
-            self.extq = extq
-            self.ctx[L.C_EXTQ] = self.extq.ctypes.data
         if which in ("meta", "tape"):
             self._grow_sweep_state()
-        work = self.meta.shape[0] + self.stor.shape[0] + self.tape.shape[0] + 16
-        if getattr(self, "work", None) is None or len(self.work) < work:
-            self.work = np.zeros(work, np.int64)
-            self.ctx[L.C_WORK] = self.work.ctypes.data
-            self.ctx[L.C_WORK_CAP] = work
 
     def _grow_sweep_state(self):
         """The sweep's pausable state: 4 regions as large as meta + tape (marked rows,
@@ -196,29 +217,35 @@ class Engine:
     def ensure_room(self):
         """Room for a paused sweep to finish (a Python callback may have used some): one
         gradient buffer per live row and a margin."""
-        need = int(self.ctx[L.C_LIVE_ROWS]) + 64
-        while self.meta.shape[0] - self.ctx[L.C_LIVE_META] < need:
-            self._grow("meta")
-        while self.stor.shape[0] - self.ctx[L.C_LIVE_STOR] < need:
-            self._grow("stor")
+        with self.lock:     # (other threads may call this without the lock)
+            need = int(self.ctx[L.C_LIVE_ROWS]) + 64
+            while self.meta.shape[0] - self.ctx[L.C_LIVE_META] < need:
+                self._grow("meta")
+            while self.stor.shape[0] - self.ctx[L.C_LIVE_STOR] < need:
+                self._grow("stor")
 
     def reserve_args(self, n):
         """Room for n int arguments (root lists, captured ids, many outputs)."""
-        if n > len(self.iargs):
-            self.iargs = np.zeros(2 * n, np.int64)
-            self.iargs_mv = memoryview(self.iargs)
-            self.ctx[L.C_IARGS] = self.iargs.ctypes.data
-            self.ctx[L.C_IARGS_CAP] = len(self.iargs)
-        if n > len(self.outs):
-            self.outs = np.zeros(2 * n, np.int64)
-            self.outs_mv = memoryview(self.outs)
-            self.ctx[L.C_OUTS] = self.outs.ctypes.data
-            self.ctx[L.C_OUTS_CAP] = len(self.outs)
-        need = 16 + len(self.outs)
-        while self.meta.shape[0] - self.ctx[L.C_LIVE_META] < need:
-            self._grow("meta")
-        while self.stor.shape[0] - self.ctx[L.C_LIVE_STOR] < need:
-            self._grow("stor")
+        with self.lock:     # (other threads may call this without the lock)
+            # (ctx points at the new arrays before the old ones are dropped: another
+            # thread's one-call op may run at any Python call in between)
+            if n > len(self.iargs):
+                iargs = np.zeros(2 * n, np.int64)
+                self.ctx[L.C_IARGS] = iargs.ctypes.data
+                self.ctx[L.C_IARGS_CAP] = len(iargs)
+                self.iargs, self.iargs_mv = iargs, memoryview(iargs)
+            if n > len(self.outs):
+                outs, solo = np.zeros(2 * n, np.int64), np.zeros(2 * n, np.int64)
+                addr, solo_addr = outs.ctypes.data, solo.ctypes.data
+                self.ctx[L.C_OUTS] = addr
+                self.ctx[L.C_OUTS_SOLO] = solo_addr
+                self.ctx[L.C_OUTS_CAP] = len(outs)
+                self.outs, self.outs_mv, self.outs_solo = outs, memoryview(outs), solo
+            need = 16 + len(self.outs)
+            while self.meta.shape[0] - self.ctx[L.C_LIVE_META] < need:
+                self._grow("meta")
+            while self.stor.shape[0] - self.ctx[L.C_LIVE_STOR] < need:
+                self._grow("stor")
 
     # ------------------------------------------------------------ kernels
     def load_kernels(self, opcode, slot=0):
