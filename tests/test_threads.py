@@ -25,21 +25,26 @@ def _work(seed, steps):
     return out
 
 
-def test_threads_compute_what_one_thread_computes():
-    steps = 150
-    expected = {seed: _work(seed, steps) for seed in range(4)}
-    got = {}
+def _run_threads(work, n):
+    """work(0) ... work(n - 1), each on a thread of its own, switching threads as often as
+    possible."""
     old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)         # switch threads as often as possible
+    sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=lambda s=seed: got.__setitem__(s, _work(s, steps)))
-                   for seed in range(4)]
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(n)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     finally:
         sys.setswitchinterval(old)
+
+
+def test_threads_compute_what_one_thread_computes():
+    steps = 150
+    expected = {seed: _work(seed, steps) for seed in range(4)}
+    got = {}
+    _run_threads(lambda s: got.__setitem__(s, _work(s, steps)), 4)
     for seed in range(4):
         assert len(got[seed]) == steps
         for (l1, gx1, gw1), (l2, gx2, gw2) in zip(expected[seed], got[seed]):
@@ -79,15 +84,5 @@ def test_multi_output_ops_and_table_growth_under_threads():
     grow: the switch to the new arrays happens with no Python call in between, so no op
     of another thread writes to an old table after its copy was taken."""
     failures = []
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=_multi_output_work, args=(seed, 300, failures))
-                   for seed in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
+    _run_threads(lambda s: _multi_output_work(s, 300, failures), 4)
     assert failures == []
