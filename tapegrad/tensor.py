@@ -34,29 +34,18 @@ def _rebind():
 E.on_ready.append(_rebind)
 
 
-def _contiguous_first(caddr, i):
-    global _CONTIGUOUS
-    _CONTIGUOUS = E.entry(core.contiguous_id)
-    return _CONTIGUOUS(caddr, i)
+def _entry_on_first_call(name, fn):
+    """A stand-in for module global `name`: its first call compiles (or loads) fn's C entry
+    point, puts it in the global, and calls it; later calls go to the entry directly."""
+    def first(caddr, i):
+        entry = globals()[name] = E.entry(fn)
+        return entry(caddr, i)
+    return first
 
 
-_CONTIGUOUS = _contiguous_first
-
-
-def _incref_first(caddr, i):
-    global _INCREF
-    _INCREF = E.entry(core.incref_meta)
-    return _INCREF(caddr, i)
-
-
-def _detach_first(caddr, i):
-    global _DETACH
-    _DETACH = E.entry(core.detach)
-    return _DETACH(caddr, i)
-
-
-_INCREF = _incref_first
-_DETACH = _detach_first
+_CONTIGUOUS = _entry_on_first_call("_CONTIGUOUS", core.contiguous_id)
+_INCREF = _entry_on_first_call("_INCREF", core.incref_meta)
+_DETACH = _entry_on_first_call("_DETACH", core.detach)
 _RELQ_MV, _RELQ_SLOT = E.relq_mv, E.relq_slot
 _M_GRAD = L.M_GRAD
 # meta's columns for the reads Python makes through E.meta_mv (a flat view of the table)
