@@ -86,3 +86,43 @@ def test_multi_output_ops_and_table_growth_under_threads():
     failures = []
     _run_threads(lambda s: _multi_output_work(s, 300, failures), 4)
     assert failures == []
+
+
+
+def _compiled_work(f, seed, rounds, failures):
+    rng = np.random.default_rng(seed)
+    n = 3 + seed % 2            # two threads per shape: they share that shape's plan
+    try:
+        for k in range(rounds):
+            a = rng.standard_normal(n)
+            x = tg.tensor(a, requires_grad=True)
+            loss = f(x).item()
+            grad = x.grad.numpy()
+            if (not np.isclose(loss, 2 * np.tanh(a).sum(), rtol=1e-12, atol=0)
+                    or not np.allclose(grad, 2 * (1 - np.tanh(a) ** 2), rtol=1e-12, atol=0)):
+                failures.append((seed, k))
+    except Exception as e:      # (an exception in a thread would only warn)
+        failures.append((seed, repr(e)))
+
+
+def test_one_compiled_function_replayed_by_threads_at_once():
+    """A replay takes the engine's lock only, not its function's: four threads replay one
+    compiled function, two per shape (two plans, each with one set of argument and result
+    buffers). Calls alternate between the plans, so the fast path misses its guard and
+    the locked path replays the other plan while other threads replay. Every value is
+    the eager one. (No recording happens meanwhile: a recording sees every thread's
+    ops.)"""
+    @tg.compile
+    def f(x):
+        loss = (x.tanh() * 2.0).sum()
+        loss.backward()
+        return loss
+
+    for n in (3, 4):                    # record both plans first
+        for _ in range(2):
+            f(tg.ones(n, dtype=tg.float64, requires_grad=True))
+    assert f.stats == {"recordings": 2, "replays": 2}
+    failures = []
+    _run_threads(lambda s: _compiled_work(f, s, 500, failures), 4)
+    assert failures == []
+    assert f.stats["recordings"] == 2

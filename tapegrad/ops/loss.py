@@ -321,9 +321,10 @@ def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W, E):
 
 
 @jit
-def _ce_lines(X, tgt, ign, N, K, E):
-    """The plain cross entropy of N x K logits X: (loss sum, samples not ignored, each
-    counted line's sum of exps); E (X's dtype) ends holding exp(x - the line's max)."""
+def _ce_lines(X, tgt, ign, N, K, E, loss):
+    """The plain cross entropy of N x K logits X: (loss sum (0 unless `loss`: the backward
+    needs no logs), samples not ignored, each counted line's sum of exps); E (X's dtype)
+    ends holding exp(x - the line's max)."""
     MX = np.empty(N)
     S = np.empty(N)
     for n in range(N):
@@ -347,7 +348,8 @@ def _ce_lines(X, tgt, ign, N, K, E):
         for k in range(K):
             s += E[b + k]
         S[n] = s
-        total += MX[n] + math.log(s) - X[b + c]
+        if loss:
+            total += MX[n] + math.log(s) - X[b + c]
         count += 1
     return total, count, S
 
@@ -355,7 +357,7 @@ def _ce_lines(X, tgt, ign, N, K, E):
 @jit
 def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
     """GX += the plain cross entropy's gradient for an incoming gradient g."""
-    _, count, S = _ce_lines(X, tgt, ign, N, K, E)
+    _, count, S = _ce_lines(X, tgt, ign, N, K, E, False)
     coef = g / count if red == MEAN else g
     for n in range(N):
         c = tgt[n]
@@ -369,7 +371,7 @@ def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
 
 @jit
 def _ce_fwd(C, dt, red, X, tgt, ign, N, K, E):
-    total, count, _ = _ce_lines(X, tgt, ign, N, K, E)
+    total, count, _ = _ce_lines(X, tgt, ign, N, K, E, True)
     out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
     if out < 0:
         return out

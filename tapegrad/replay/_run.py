@@ -11,7 +11,7 @@ use) or until it is handed back to Python as a returned value.
 from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS, M_DTYPE,
                               M_NUMEL, M_NDIM, M_FLAGS, M_ROW, M_SHAPE, M_STRIDE, MAXD,
                               C_META_CAP, C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS,
-                              C_PLANK, E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
+                              C_PLAN, C_PLANN, C_PLANK, E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
 from .._engine.lowlevel import (jit, jit_entry, ctx_of, meta_of, iargs_of, outs_of, i64_at,
                                 f64_at, u8_at, call_native_op, call_native_sweep,
                                 call_native_i4, call_native_i2, call_native_new,
@@ -34,15 +34,18 @@ I_IADD = 9      # int64 tensor (contiguous), value: t += value (BatchNorm's batc
 # header H[...]: what a call runs
 H_STEPS, H_NARGS, H_ARGSLOTS, H_ARGIDS, H_NRET, H_RETSLOTS, H_RETIDS, H_RETOWN, \
     H_OPFN, H_SWEEPFN, H_SEEDS, H_NSEEDS, H_STATE, H_PROG, H_NPROG, H_SLOTS, \
-    H_NSLOTS, H_RELEASE, H_DETACH, H_DATA, H_NEW, H_FILL, H_GUARD = range(23)
-HW = 24
+    H_NSLOTS, H_RELEASE, H_DETACH, H_DATA, H_NEW, H_FILL, H_GUARD, H_PLAN, H_PLANN = range(25)
+HW = 26
 # (the engine's functions are called through their native addresses, H_OPFN..H_FILL: the
 # executor compiles only its own loop, a few seconds, and never a copy of the engine)
+# H[H_PLAN], H[H_PLANN]: the memory plan (address, allocations; 0: none), put in the
+# engine's ctx for the call (Python clears them after a call that stopped on a status)
 # argument guards at H[H_GUARD] (0: none): [nargs, flag mask, then per argument GW
 # values: ndim, dtype, flags & mask, is a leaf, shape[MAXD], strides[MAXD], the first
 # argument with the same tensor]: what the plan's guard key says of its arguments
 GW = 5 + 2 * MAXD
 # state S[...]: where a call stopped (a status Python must handle first), so it can resume
+# (a call that ends resets it: the next one starts from the beginning)
 S_STEP, S_PC, S_DETAIL = 0, 1, 2
 
 E_NO_GRAD = -101        # the program reads .grad of a tensor that has none (I_GRAD)
@@ -113,6 +116,8 @@ def run(caddr, haddr):
         G = i64_at(H[H_GUARD], 2 + nargs * GW)
         if not _args_match(C, G, argids, H[H_STEPS], nargs):
             return E_GUARD
+    C[C_PLAN] = H[H_PLAN]
+    C[C_PLANN] = H[H_PLANN]
     while step < H[H_STEPS]:
         if pc == 0:
             C[C_PLANK] = 0
@@ -227,8 +232,10 @@ def run(caddr, haddr):
                 ids[retslots[j]] = -1
         pc = 0
         step += 1
-    S[S_STEP] = step
+    S[S_STEP] = 0
     S[S_PC] = 0
+    C[C_PLANN] = 0
+    C[C_PLANK] = 0
     return 0
 
 

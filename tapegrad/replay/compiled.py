@@ -252,16 +252,17 @@ class CompiledFunction:
 
     # ------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None and not kwargs:
+            out = fast(self, args)
+            if out is not _MISSING:
+                return out
         if self.eager is not None or RECORDING[0] is not None:
             # (called while another compiled function records: its ops join that recording)
             if self.steps:
                 return [self.fn(*a, **kw) for a, kw in _step_args(args, kwargs, self.steps)]
             return self.fn(*args, **kwargs)
-        if self._fast is not None and not kwargs:
-            out = self._fast(self, args)
-            if out is not _MISSING:
-                return out
-        # one call at a time: the guards, a plan's buffers and a recording are shared
+        # one call at a time: the guards, the plans and a recording are shared
         with self._lock:
             if self.steps:
                 return self._call_steps(args, kwargs)
@@ -270,7 +271,7 @@ class CompiledFunction:
             if plan is None or (plan[0].pg.grad_guards and not plan[0].grads_match()):
                 return self._record(args, kwargs)
             runner, spec = plan[0], plan[1]
-            out = runner.call1(ids)
+            out = runner.call1(_tensor_args(args, kwargs))
             if out is None:     # (cannot happen: the key matched, so must the table)
                 return self._record(args, kwargs)
             self._fast = self._fast_path(plan, key, len(args),
@@ -285,45 +286,45 @@ class CompiledFunction:
     def _fast_path(self, plan, key, nargs, tensors_only):
         """The replay of `plan` (just replayed under `key`) for the next calls whose guards
         other than the arguments' are unchanged (the compiled call checks the arguments'
-        own): no guard key to build, one frame. None: it cannot apply. The function it
-        returns, called with this function and the arguments, gives _MISSING when its
-        checks fail (nothing ran). (It takes this function as an argument rather than
-        holding it: no reference cycle, so a dropped compiled function and its plans go
-        at once.)"""
+        own): no guard key to build, and no lock but the engine's, which the runner's step
+        takes. None: it cannot apply. The function it returns, called with this function
+        and the arguments, gives _MISSING when its checks fail (nothing ran). (It takes
+        this function as an argument rather than holding it: no reference cycle, so a
+        dropped compiled function and its plans go at once.)
+
+        Without this function's own lock a replay may run while another thread records
+        this function again or retires the plan: the step checks, under the engine's lock,
+        that the plan is still there and that no recording is under way (a recording
+        starts under that lock), so it never runs a closed plan nor writes into a
+        recording. (The replay count may then miss one replay.)"""
         runner, spec = plan[0], plan[1]
-        if not tensors_only or key[1] is not None or runner.plan is None or runner.pg.rand:
+        if not tensors_only or key[1] is not None or runner.step1 is None or runner.pg.rand:
             return None
         grad_mode, fingerprint, visible = key[0], self._fingerprint, self._last_visible[3]
-        step1, a1 = runner.step1, runner._arg1_mv
+        step1 = runner.step1
         one = spec is _ONE
         grad_guards, own = runner.pg.grad_guards, one and runner.pg.ret_own[0]
 
         def fast(self, args):
-            with self._lock:
-                # (runner.plan: another thread may have dropped the plan since the caller
-                # read self._fast)
-                if (len(args) != nargs or _LEAF_HOOKS or GRAD_MODE[0] != grad_mode
-                        or runner.plan is None or self._structure != STRUCTURE[0]
-                        or self._fingerprint is not fingerprint
-                        or (grad_guards and not runner.grads_match())):
+            if (len(args) != nargs or _LEAF_HOOKS or GRAD_MODE[0] != grad_mode
+                    or self._structure != STRUCTURE[0] or self._fingerprint is not fingerprint
+                    or (grad_guards and not runner.grads_match())):
+                return _MISSING
+            try:                # (self._visible(), inlined)
+                same = self._same_visible()
+            except ValueError:  # a cell unbound since
+                same = False
+            if not same or self._last_visible[3] is not visible:
+                return _MISSING
+            for a in args:
+                if not isinstance(a, Tensor):
                     return _MISSING
-                try:                # (self._visible(), inlined)
-                    same = self._same_visible()
-                except ValueError:  # a cell unbound since
-                    same = False
-                if not same or self._last_visible[3] is not visible:
-                    return _MISSING
-                j = 0
-                for a in args:
-                    if not isinstance(a, Tensor):
-                        return _MISSING
-                    a1[j] = a._i
-                    j += 1
-                out = step1(runner)
-                if out is None:
-                    return _MISSING
-                self.stats["replays"] += 1
-                if runner.stale:
+            out = step1(runner, args)
+            if out is None:
+                return _MISSING
+            self.stats["replays"] += 1
+            if runner.stale:
+                with self._lock:
                     self._retire(plan, runner)
             if one:
                 return _wrap(out[0]) if own else _adopt_ref(out[0])

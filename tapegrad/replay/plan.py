@@ -15,7 +15,7 @@ from .._engine import core
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
 from .._engine import random
-from .._engine.state import (engine, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS, native_entry,
+from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS, native_entry,
                              EngineError)
 from .. import _creation as _CREATION
 from ..ops.registry import OPS
@@ -237,7 +237,7 @@ class Program:
         return len(self.kinds) - 1
 
 
-_C_PLAN, _C_PLANN, _C_PLANK = L.C_PLAN, L.C_PLANN, L.C_PLANK
+_C_PLANN, _C_PLANK = L.C_PLANN, L.C_PLANK
 
 
 def _hyper_reader(optim):
@@ -299,7 +299,6 @@ class Runner:
         self._Hmv = None
         self._one_step = False      # H holds call1's step set-up
         self._ctx, self._caddr, self._engine_lock = memoryview(E.ctx), E.caddr, E.lock
-        self._state_mv = memoryview(self.state)
         self._hyper = None          # the hyper-parameters last written
         self._read_hyper = _hyper_reader(program.optim)
         self.guard = None
@@ -340,56 +339,70 @@ class Runner:
         M = engine().meta
         return all((M[i, L.M_GRAD] >= 0) == has for i, has in self.pg.grad_guards)
 
-    def call1(self, ids):
-        """One step with argument tensor ids `ids` (a list); returns the returned ids, or
-        None when the arguments miss the guard table (nothing ran). The fast branch is the
-        path of every replayed call without dropout once the memory plan exists."""
-        if self.plan is None or self.pg.rand:
-            self._arg1[0, :len(ids)] = ids
+    def call1(self, args):
+        """One step with argument tensors `args` (Tensors); returns the returned ids, or
+        None when nothing ran (the arguments miss the guard table)."""
+        if self.step1 is not None and not self.pg.rand:
+            return self.step1(self, args)
+        with self._engine_lock:
+            self._arg1[0, :len(args)] = [a._i for a in args]
             try:
                 return self(self._arg1)[0].tolist()
             except GuardMiss:
                 return None
-        a1 = self._arg1_mv
-        for j, i in enumerate(ids):
-            a1[j] = i
-        return self.step1(self)
 
     def _make_step1(self):
-        """call1's fast branch for the ids already in _arg1 (CompiledFunction's fast path
-        writes them itself), with what it reads bound once (the plan exists by now): a
-        function of the runner giving the returned ids, or None on a guard miss. (It
-        takes the runner rather than holding it: no reference cycle.)"""
-        read_hyper, st, c, lock = self._read_hyper, self._state_mv, self._ctx, self._engine_lock
-        run, caddr, haddr, ret = self.run, self._caddr, self.haddr, self._ret1_mv
-        paddr, pn = self.plan_addr, self.plan_n
+        """The replay of one step for argument tensors `args` (Tensors, checked by the
+        caller) once the memory plan exists, without dropout: the returned ids, or None
+        when nothing ran (the arguments miss the guard table, the plan was dropped, or a
+        recording started in another thread). It is the path of every replayed call
+        (CompiledFunction's fast path calls it), so what it reads is bound once; it takes
+        the runner rather than holding it: no reference cycle. The engine's lock alone
+        guards the runner's buffers: every writer of them holds it."""
+        read_hyper, lock, run, caddr, haddr = (self._read_hyper, self._engine_lock,
+                                               self.run, self._caddr, self.haddr)
+        ret, a1 = self._ret1_mv, self._arg1_mv
 
-        def step1(self):
+        def step1(self, args):
             hps = read_hyper()
-            if hps != self._hyper:
-                self._write_hyper(hps)
-            if not self._one_step:      # (a k-step call moved them)
-                H = self._Hmv
-                H[X.H_STEPS] = 1
-                H[X.H_ARGIDS] = self._a1
-                H[X.H_RETIDS] = self._r1
-                H[X.H_SEEDS] = self._s0
-                self._one_step = True
-            st[0] = st[1] = 0
             with lock:
-                c[_C_PLAN] = paddr
-                c[_C_PLANN] = pn
-                try:
-                    r = run(caddr, haddr)
-                    if r != 0:
-                        if r == X.E_GUARD:
-                            return None
-                        self._drive(engine(), r)
-                finally:
-                    c[_C_PLANN] = 0
-                    c[_C_PLANK] = 0
-            return ret.tolist()
+                if self.plan is None or RECORDING[0] is not None:
+                    return None
+                if hps != self._hyper:
+                    self._write_hyper(hps)
+                if not self._one_step:
+                    self._set_steps(1, self._a1, self._r1, self._s0)
+                    self._one_step = True
+                j = 0
+                for a in args:
+                    a1[j] = a._i
+                    j += 1
+                r = run(caddr, haddr)
+                if r != 0 and not self._served(r):
+                    return None
+                return ret.tolist()
         return step1
+
+    def _served(self, r):
+        """A call stopped on status r: go on with Python serving the statuses to the end
+        of the call (True), or False for a guard miss (nothing ran)."""
+        if r == X.E_GUARD:
+            return False
+        try:
+            self._drive(engine(), r)
+        finally:
+            c = self._ctx
+            c[_C_PLANN] = 0
+            c[_C_PLANK] = 0
+            self.state[:2] = 0
+        return True
+
+    def _set_steps(self, k, argids, retids, seeds):
+        H = self._Hmv
+        H[X.H_STEPS] = k
+        H[X.H_ARGIDS] = argids
+        H[X.H_RETIDS] = retids
+        H[X.H_SEEDS] = seeds
 
     def _write_hyper(self, hps=None):
         """Hyper-parameters are read at every call (a scheduler changes them), written
@@ -411,23 +424,24 @@ class Runner:
         ones carry the reference their wrapper takes)."""
         pg = self.pg
         k = len(argids)
-        self._write_hyper()
-        if k == 1:
-            retids = self._ret1
-            if argids is not self._arg1:
-                self._arg1[0, :len(pg.arg_slots)] = argids[0]
-            argids = self._arg1
-        else:
-            nret = len(pg.ret_slots)
-            retids = np.zeros(k * nret + 1, np.int64)[:k * nret].reshape(k, nret)
-            argids = np.ascontiguousarray(argids, np.int64)
-        seeds = self._seeds(k) if pg.rand else self._noseeds
-        if self.plan is None:
-            self._run(argids[:1], retids[:1], seeds, measure=True)
-            if k > 1:
-                self._run(argids[1:], retids[1:], seeds[len(pg.rand):], measure=False)
-        else:
-            self._run(argids, retids, seeds, measure=False)
+        with self._engine_lock:
+            self._write_hyper()
+            if k == 1:
+                retids = self._ret1
+                if argids is not self._arg1:
+                    self._arg1[0, :len(pg.arg_slots)] = argids[0]
+                argids = self._arg1
+            else:
+                nret = len(pg.ret_slots)
+                retids = np.zeros(k * nret + 1, np.int64)[:k * nret].reshape(k, nret)
+                argids = np.ascontiguousarray(argids, np.int64)
+            seeds = self._seeds(k) if pg.rand else self._noseeds
+            if self.plan is None:
+                self._run(argids[:1], retids[:1], seeds, measure=True)
+                if k > 1:
+                    self._run(argids[1:], retids[1:], seeds[len(pg.rand):], measure=False)
+            else:
+                self._run(argids, retids, seeds, measure=False)
         return retids[:, :len(pg.ret_slots)]
 
     def _seeds(self, k):
@@ -437,12 +451,10 @@ class Runner:
 
     def _run(self, argids, retids, seeds, measure):
         E = engine()
-        H = self.H
         self._one_step = False
-        H[X.H_STEPS] = len(argids)
-        H[X.H_ARGIDS] = self._a1 if argids is self._arg1 else _addr(argids)
-        H[X.H_RETIDS] = self._r1 if retids is self._ret1 else _addr(retids)
-        H[X.H_SEEDS] = self._s0 if seeds is self._noseeds else _addr(seeds)
+        self._set_steps(len(argids), self._a1 if argids is self._arg1 else _addr(argids),
+                        self._r1 if retids is self._ret1 else _addr(retids),
+                        self._s0 if seeds is self._noseeds else _addr(seeds))
         st = self.state
         st[0] = st[1] = 0
         c = E.ctx
@@ -459,16 +471,12 @@ class Runner:
                     c[L.C_REC] = 0
                 if nlog > 0:
                     self._make_plan(log[:nlog])
-            elif self.plan is not None:
-                c[L.C_PLAN] = self.plan_addr
-                c[L.C_PLANN] = self.plan_n
+            else:
                 try:
                     self._drive(E)
                 finally:
                     c[L.C_PLANN] = 0
                     c[L.C_PLANK] = 0
-            else:
-                self._drive(E)
 
     def _drive(self, E, r=None):
         """Run (or, given a status r, go on from it) until the call is done."""
@@ -588,8 +596,8 @@ class Runner:
             plan[a, L.PL_BYTES] = allocs[a][0]
             plan[a, L.PL_OCC] = self.occ.ctypes.data + 8 * b
         self.plan = plan.reshape(-1)
-        self.plan_addr = self.plan.ctypes.data
-        self.plan_n = len(allocs)
+        self.H[X.H_PLAN] = self.plan.ctypes.data
+        self.H[X.H_PLANN] = len(allocs)
         self.arena_bytes = total
         self.step1 = self._make_step1()
 
@@ -597,10 +605,13 @@ class Runner:
         """The plan is dropped, or the runner dies with its compiled function: the arena
         stays (in the graveyard) while a tensor still lives in it, a returned value or a
         parameter's .grad. Before, a dropped compiled function freed it under them: they
-        read freed memory, and their release wrote into it."""
-        _bury(self.arena, self.occ)
-        self.arena = self.occ = None
-        self.plan = self.step1 = None
+        read freed memory, and their release wrote into it. (Under the engine's lock: a
+        replay in another thread checks the plan under it.)"""
+        with self._engine_lock:
+            _bury(self.arena, self.occ)
+            self.arena = self.occ = None
+            self.plan = self.step1 = None
+            self.H[X.H_PLANN] = 0
 
     def __del__(self):
         try:

@@ -48,21 +48,24 @@ class Recorder:
         if RECORDING[0] is not None:
             raise RuntimeError("tapegrad.compile: a compiled function called another one "
                                "while recording (nested compile is not supported)")
-        E.flush()       # ids Python let go of before the recording are not its births
-        c = E.ctx
-        c[L.C_RECN] = 0
-        c[L.C_RECCAP] = len(self.log)
-        c[L.C_REC] = self.log.ctypes.data
-        RECORDING[0] = self
+        # (under the engine's lock: a replay checks under it that no recording is on)
+        with E.lock:
+            E.flush()   # ids Python let go of before the recording are not its births
+            c = E.ctx
+            c[L.C_RECN] = 0
+            c[L.C_RECCAP] = len(self.log)
+            c[L.C_REC] = self.log.ctypes.data
+            RECORDING[0] = self
         return self
 
     def __exit__(self, *exc):
         E = engine()
-        E.flush()
-        c = E.ctx
-        self.nlog = int(c[L.C_RECN])
-        c[L.C_REC] = 0
-        RECORDING[0] = None
+        with E.lock:
+            E.flush()
+            c = E.ctx
+            self.nlog = int(c[L.C_RECN])
+            c[L.C_REC] = 0
+            RECORDING[0] = None
         if self.nlog < 0:
             self.graph_break("the step is too long to record (more than "
                              f"{_LOG_WORDS} log words)")
