@@ -15,8 +15,8 @@ from .._engine import core
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
 from .._engine import random
-from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS, native_entry,
-                             EngineError)
+from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS,
+                             native_entry, EngineError)
 from .. import _creation as _CREATION
 from ..ops.registry import OPS
 from .fuse import fuse as fuse_elementwise
@@ -377,9 +377,13 @@ class Runner:
                 for a in args:
                     a1[j] = a._i
                     j += 1
-                r = run(caddr, haddr)
-                if r != 0 and not self._served(r):
-                    return None
+                try:
+                    r = run(caddr, haddr)
+                    if r != 0 and not self._served(r):
+                        return None
+                except BaseException:
+                    self._end_call()
+                    raise
                 return ret.tolist()
         return step1
 
@@ -391,11 +395,16 @@ class Runner:
         try:
             self._drive(engine(), r)
         finally:
-            c = self._ctx
-            c[_C_PLANN] = 0
-            c[_C_PLANK] = 0
-            self.state[:2] = 0
+            self._end_call()
         return True
+
+    def _end_call(self):
+        """What the executor clears when a call ends, for a call Python ended: the plan's
+        ctx words (no later allocation may take a block of it) and the resume state."""
+        c = self._ctx
+        c[_C_PLANN] = 0
+        c[_C_PLANK] = 0
+        self.state[:2] = 0
 
     def _set_steps(self, k, argids, retids, seeds):
         H = self._Hmv
@@ -450,6 +459,7 @@ class Runner:
                         + [0], np.int64)
 
     def _run(self, argids, retids, seeds, measure):
+        """(The caller, __call__, holds the engine's lock.)"""
         E = engine()
         self._one_step = False
         self._set_steps(len(argids), self._a1 if argids is self._arg1 else _addr(argids),
@@ -458,25 +468,23 @@ class Runner:
         st = self.state
         st[0] = st[1] = 0
         c = E.ctx
-        with E.lock:
-            if measure:
-                log = np.zeros(1 << 20, np.int64)
-                c[L.C_RECN] = 0
-                c[L.C_RECCAP] = len(log)
-                c[L.C_REC] = log.ctypes.data
-                try:
-                    self._drive(E)
-                finally:
-                    nlog = int(c[L.C_RECN])
-                    c[L.C_REC] = 0
-                if nlog > 0:
-                    self._make_plan(log[:nlog])
-            else:
-                try:
-                    self._drive(E)
-                finally:
-                    c[L.C_PLANN] = 0
-                    c[L.C_PLANK] = 0
+        if measure:
+            log = np.zeros(1 << 20, np.int64)
+            c[L.C_RECN] = 0
+            c[L.C_RECCAP] = len(log)
+            c[L.C_REC] = log.ctypes.data
+            try:
+                self._drive(E)
+            finally:
+                nlog = int(c[L.C_RECN])
+                c[L.C_REC] = 0
+            if nlog > 0:
+                self._make_plan(log[:nlog])
+        else:
+            try:
+                self._drive(E)
+            finally:
+                self._end_call()
 
     def _drive(self, E, r=None):
         """Run (or, given a status r, go on from it) until the call is done."""
