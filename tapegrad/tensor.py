@@ -629,6 +629,13 @@ def op_error(exc, op, a, b):
                                  "dtypes are not supported yet, convert one with .to(dtype)")
         return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "
                          "point tensor")
+    if code == L.E_VIEWS_LAYOUT:
+        return RuntimeError(
+            f"{name}: in-place operation on a non-contiguous tensor of shape {_shape_of(a)} "
+            f"while {int(exc.err[0])} of its views have autograd history is not supported "
+            "yet: their histories cannot be re-derived from its new one. Make the tensor "
+            "contiguous (.contiguous()) before taking the views, or use the out-of-place "
+            "form")
     if code == L.E_OVERLAP:
         return RuntimeError("unsupported operation: some elements of the input tensor and the "
                             "written-to tensor refer to a single memory location. Please "
@@ -914,3 +921,4 @@ from .autograd import backward as _backward  # noqa: E402  (autograd needs the f
 from .autograd.function import (drive as _drive, register_hook as _register_hook,  # noqa: E402
                                 _LEAF_HOOKS)
 registry.fill_opinfo(E.opinfo)
+E.ctx[L.C_AS_STRIDED] = registry.BY_NAME["as_strided"].opcode

@@ -153,6 +153,7 @@ def stor_new(C, nbytes, zero):
     S[sid, S_VERSION] = 0
     S[sid, S_KIND] = kind
     S[sid, S_NEXT] = -1
+    S[sid, S_HVIEWS] = 0
     C[C_LIVE_STOR] += 1
     if C[C_REC] != 0:
         rec_event(C, 3, EV_ALLOC, sid, nb, 0)
@@ -307,6 +308,8 @@ def decref(C, kind, i):
         kind = item & 3
         i = item >> 2
         if kind == KIND_META:
+            if M[i, M_FLAGS] & FL_HVIEW:
+                S[M[i, M_SID], S_HVIEWS] -= 1
             n = _dec(C, W, n, KIND_STOR, M[i, M_SID])
             if M[i, M_VSID] != M[i, M_SID]:
                 n = _dec(C, W, n, KIND_STOR, M[i, M_VSID])
@@ -949,6 +952,10 @@ def _op(caddr, op, a, b, s, flags):
             err_of(C)[0] = op
             err_of(C)[1] = KSLOT_CLONE
             return E_NEED_KERNEL
+        if record:
+            st = _views_ready(C, a)
+            if st < 0:
+                return st
     r = row_new(C)
     if need:            # the versions of what will be saved, before any in-place write
         for k in range(MAXIN):
@@ -1055,6 +1062,9 @@ def _op(caddr, op, a, b, s, flags):
             M[o, M_ROW] = r
             M[o, M_OIDX] = j
             T[r, R_REFS] += 1
+            if M[o, M_FLAGS] & (FL_VIEW | FL_HVIEW) == FL_VIEW:
+                M[o, M_FLAGS] |= FL_HVIEW
+                stor_of(C)[M[o, M_SID], S_HVIEWS] += 1
         M[o, M_FLAGS] |= FL_REQ
         ngrad += 1
     o0 = outs[0]
@@ -1068,7 +1078,78 @@ def _op(caddr, op, a, b, s, flags):
         M[al, M_REFS] = 1
         T[r, R_OSAVED] = al
         T[r, R_OVER] = version_of(C, al)
+    if inplace and stor_of(C)[M[a, M_SID], S_HVIEWS] > 0:
+        _regen_views(C, a, r)
     return outs[0]
+
+
+@jit
+def _views_ready(C, a):
+    """Before an in-place op records on a: what re-deriving the histories of a's views
+    will need (_regen_views), so that nothing changes when it is not there."""
+    M = meta_of(C)
+    n = stor_of(C)[M[a, M_SID], S_HVIEWS]
+    if n == 0:
+        return 0
+    if not is_contiguous(M, a):
+        err_of(C)[0] = n
+        return E_VIEWS_LAYOUT
+    op = C[C_AS_STRIDED]
+    slot = op * NKSLOT + (1 if M[a, M_DTYPE] == F64 else 0)
+    if fwd_table(C)[slot] == 0:
+        err_of(C)[0] = op
+        err_of(C)[1] = slot - op * NKSLOT
+        return E_NEED_KERNEL
+    if C[C_TAPE_CAP] - C[C_LIVE_ROWS] < 4 + n:
+        return E_GROW_TAPE
+    return 0
+
+
+@jit
+def _regen_views(C, a, r):
+    """PyTorch's rule for the views of a tensor modified in place: each view's history
+    becomes an as_strided of the base's new one (row r, a's in-place row), so a
+    gradient through the view reaches what the base holds now, not what it held when
+    the view was made. (PyTorch re-derives it when the view is next used; doing it now
+    is the same, as nothing else can change the base's history in between.) a is
+    contiguous (_views_ready), so a view element's offset from a's is its position in
+    a's contiguous gradient."""
+    M = meta_of(C)
+    T = tape_of(C)
+    sid = M[a, M_SID]
+    left = stor_of(C)[sid, S_HVIEWS]
+    op = C[C_AS_STRIDED]
+    for u in range(C[C_META_CAP]):
+        if left == 0:
+            break
+        if not M[u, M_FLAGS] & FL_HVIEW or M[u, M_SID] != sid or M[u, M_REFS] <= 0:
+            continue
+        left -= 1
+        old = M[u, M_ROW]
+        if u == a or old < 0 or not M[u, M_FLAGS] & FL_REQ:
+            continue
+        q = row_new(C)
+        T[q, R_OP] = op
+        T[q, R_NIN] = 1
+        T[q, R_IN + IN_ROW] = r
+        T[q, R_IN + IN_OIDX] = M[a, M_OIDX]
+        T[r, R_REFS] += 1
+        nd = M[u, M_NDIM]
+        for j in range(NIATTR):
+            T[q, R_IATTR + j] = 0
+        T[q, R_IATTR] = M[u, M_OFF] - M[a, M_OFF]
+        for d in range(nd):
+            T[q, R_IATTR + 1 + d] = M[u, M_STRIDE + d]
+        fattr_of(C)[q] = 0.0
+        T[q, R_NOUT] = 1
+        T[q, R_ODTYPE] = M[u, M_DTYPE]
+        T[q, R_ONDIM] = nd
+        for d in range(MAXD):
+            T[q, R_OSHAPE + d] = M[u, M_SHAPE + d]
+        M[u, M_ROW] = q
+        M[u, M_OIDX] = 0
+        T[q, R_REFS] += 1
+        decref(C, KIND_ROW, old)
 
 
 # ---------------------------------------------------------------- the sweep
@@ -1569,6 +1650,7 @@ def adopt(caddr, addr, nbytes, dt, nd, off):
     S[sid, S_REFS] = 0
     S[sid, S_VERSION] = 0
     S[sid, S_KIND] = 1
+    S[sid, S_HVIEWS] = 0
     C[C_LIVE_STOR] += 1
     t = meta_new(C, sid, off, nd, dt)
     ia = iargs_of(C)
@@ -1600,6 +1682,7 @@ def data_alias(caddr, t):
     S[sid, S_REFS] = 1
     S[sid, S_VERSION] = 0
     S[sid, S_KIND] = 2
+    S[sid, S_HVIEWS] = 0
     C[C_LIVE_STOR] += 1
     vs = M[a, M_VSID]
     M[a, M_VSID] = sid

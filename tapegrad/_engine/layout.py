@@ -40,6 +40,7 @@ FL_HOOK = 32     # a leaf with tensor hooks: its gradient gathers in M_GTMP, Pyt
                  # it to the hooks and then accumulates it into .grad
 FL_PLAINVIEW = 64  # a view of a tensor that does not require grad: an in-place op that
                    # recorded into it would give it a history its base never sees
+FL_HVIEW = 128   # a view that got a history (counted in its storage's S_HVIEWS)
 
 # ---- storage[storage_id, :] ---------------------------------------------------
 S_ADDR = 0
@@ -51,6 +52,8 @@ S_KIND = 4       # 0 malloc'ed by tapegrad, 1 adopted NumPy memory (Python keeps
                  # compiled replay's arena (the plan owns the memory)
 S_NEXT = 5
 S_OCC = 6        # kind 3 (a memory plan's arena block): address of the block's occupancy word
+S_HVIEWS = 7     # live FL_HVIEW tensors over this storage: an in-place op recorded on their
+                 # base re-derives their histories from the new one (op_entry, _regen_views)
 SW = 8
 
 # ---- tape[row, :] -------------------------------------------------------------
@@ -134,6 +137,7 @@ C_PAR_MIN = 18                #   elements worth a thread
 C_NSPLIT = 20                 # loops split so far (a counter the tests read)
 C_TANGENT = 48                # address of tangent_entry, compiled when a fused op first runs
 C_OUTS_SOLO = 49              # address of outs_solo[] (C_OUTS_CAP long, see OPF_SOLO)
+C_AS_STRIDED = 50             # opcode of as_strided: the row a view's history is re-derived as
 NCTX = 56
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------
@@ -204,6 +208,7 @@ E_OVERLAP = -20       # in-place: an operand partially overlaps the written tens
 E_SELF_OVERLAP = -21  # in-place: the written tensor has elements sharing memory
 E_VALUE = -22         # an input value out of an op's domain: err = (op, the value as float bits)
 E_CALLBACK = -23      # the sweep paused for Python: err = (row, CB_* bits); resume or abort
+E_VIEWS_LAYOUT = -24  # in-place on a non-contiguous tensor whose views have histories
 CB_HOOKS, CB_FUNCTION = 1, 2
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------

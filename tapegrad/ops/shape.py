@@ -401,7 +401,10 @@ for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0
                         ("alias", "AliasBackward0"), ("unsqueeze", "UnsqueezeBackward0"),
                         ("squeeze", "SqueezeBackward0"), ("squeeze_dim", "SqueezeBackward1"),
                         ("squeeze_dims", "SqueezeBackward2"), ("split", "SplitBackward0"),
-                        ("split_with_sizes", "SplitWithSizesBackward0")):
+                        ("split_with_sizes", "SplitWithSizesBackward0"),
+                        # a view's history re-derived after its base changed in place
+                        # (core._regen_views makes these rows, no Python call does)
+                        ("as_strided", "AsStridedBackward0")):
     _shape_op(_name, _grad_fn, "strided_view_fwd", "strided_view_bwd")
 _shape_op("cat", "CatBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
 _shape_op("stack", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
