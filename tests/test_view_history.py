@@ -3,9 +3,12 @@ becomes an as_strided of its base's new history (AsStridedBackward0), so a gradi
 through the view reaches what the base holds now. Before this rule, the gradient went to
 the base's old history: a silent wrong gradient.
 
+A view made in grad mode of a tensor without history gets one when its base does; views
+of another alias of the same memory (detach(), .data) do not.
+
 Checked here: exact values, finite differences (float64), grad_fn names, no-grad writes,
-the per-storage view count, flat memory in eager and replayed loops, the replay against
-eager, and the refusal for a non-contiguous base. Where torch is importable, the same
+which views belong to which base, the per-storage view count, flat memory in eager and
+replayed loops, the replay against eager, and the refusal for a non-contiguous base. Where torch is importable, the same
 programs are run through it.
 """
 import numpy as np
@@ -74,6 +77,57 @@ def test_views_of_every_kind_against_finite_differences():
     assert gradcheck(fn, (x, w))
 
 
+def test_a_view_of_a_tensor_without_history_gets_one_when_its_base_does():
+    w = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x = tg.ones(2, 3)
+    u, flat = x[0], x.view(6)
+    assert not u.requires_grad
+    x.mul_(w)
+    assert u.requires_grad and not u.is_leaf
+    assert u.grad_fn.name() == flat.grad_fn.name() == "AsStridedBackward0"
+    (u * tg.arange(3.0) + flat[3:]).sum().backward()
+    assert w.grad.tolist() == [1.0, 2.0, 3.0]
+
+    w.grad = None
+    x = tg.zeros(2, 3)
+    u = x[0]
+    x[0] = w * 2
+    (u * tg.arange(3.0)).sum().backward()
+    assert w.grad.tolist() == [0.0, 2.0, 4.0]
+
+
+def test_views_of_another_alias_of_the_memory_are_not_the_bases_views():
+    """A view's base is the tensor it was made from: views of x.detach() or x.data
+    are not x's, and x's are not the detached tensor's (PyTorch's rule)."""
+    w = tg.ones(3, requires_grad=True)
+    x = tg.zeros(2, 3)
+    d, dd = x.detach(), x.data
+    of_d, of_dd, of_x = d[0], dd[0], x[1]
+    d.add_(w)
+    assert of_d.grad_fn.name() == "AsStridedBackward0"
+    assert not of_dd.requires_grad and not of_x.requires_grad and x.grad_fn is None
+    with tg.no_grad():
+        of_no_grad = x[0]
+    x.add_(w)
+    assert of_x.grad_fn.name() == "AsStridedBackward0"
+    assert not of_no_grad.requires_grad and not of_dd.requires_grad
+
+
+def test_a_view_keeps_its_base_id_alive():
+    x = tg.ones(2, 3, requires_grad=True)
+    ids_before = _live()[1]
+    y = x * 2
+    yid = y._i
+    u = y[0]
+    del y
+    _live()
+    assert E.meta[yid, L.M_REFS] == 1 and E.meta[u._i, L.M_BASE] == yid
+    v = u[1:]
+    assert E.meta[v._i, L.M_BASE] == yid            # a view of a view: the same base
+    del u, v
+    assert _live()[1] == ids_before                 # y's id went with its last view
+
+
 def test_a_write_under_no_grad_keeps_the_views_history():
     x = tg.ones(2, 3, requires_grad=True)
     y = x * 2
@@ -92,7 +146,7 @@ def test_the_storage_counts_its_views_with_history_until_they_die():
     u = y[0]
     v = u[1:]
     with tg.no_grad():
-        y[1]                    # no history: not counted
+        y[1]                    # made under no_grad: not counted
     assert E.stor[sid, L.S_HVIEWS] == 2
     del u
     _live()
@@ -197,3 +251,16 @@ def test_the_same_programs_in_torch():
         grads.append((x.grad.numpy(), w.grad.numpy()))
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+    for lib in (tg, torch):
+        w = lib.ones(3, requires_grad=True)
+        x = lib.zeros(2, 3)
+        d, dd = x.detach(), x.data
+        of_d, of_dd, of_x = d[0], dd[0], x[1]
+        d.add_(w)
+        assert of_d.grad_fn.name() == "AsStridedBackward0"
+        assert not of_dd.requires_grad and not of_x.requires_grad
+        x.mul_(w)
+        (of_x * lib.arange(3.0)).sum().backward()
+        # x holds ones (d.add_ wrote them) and no history: w.grad = 1 * arange
+        assert w.grad.tolist() == [0.0, 1.0, 2.0]

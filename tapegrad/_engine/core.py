@@ -177,6 +177,7 @@ def meta_new(C, sid, off, nd, dt):
     M[t, M_GTMP] = -1
     M[t, M_NEXT] = -1
     M[t, M_VSID] = sid
+    M[t, M_BASE] = -1
     S = stor_of(C)
     S[sid, S_REFS] += 1
     C[C_LIVE_META] += 1
@@ -310,6 +311,8 @@ def decref(C, kind, i):
         if kind == KIND_META:
             if M[i, M_FLAGS] & FL_HVIEW:
                 S[M[i, M_SID], S_HVIEWS] -= 1
+            if M[i, M_BASE] >= 0:
+                n = _dec(C, W, n, KIND_META, M[i, M_BASE])
             n = _dec(C, W, n, KIND_STOR, M[i, M_SID])
             if M[i, M_VSID] != M[i, M_SID]:
                 n = _dec(C, W, n, KIND_STOR, M[i, M_VSID])
@@ -1016,6 +1019,12 @@ def _op(caddr, op, a, b, s, flags):
     if C[C_REC] != 0:
         _log_op(C, op, ids, s, flags)
     if not record:
+        if grad_on and not inplace:
+            for j in range(nouts):      # a view made in grad mode of a tensor without a
+                o = outs[j]             # history gets one if its base does (_regen_views)
+                if M[o, M_FLAGS] & (FL_PLAINVIEW | FL_HVIEW) == FL_PLAINVIEW:
+                    M[o, M_FLAGS] |= FL_HVIEW
+                    stor_of(C)[M[o, M_SID], S_HVIEWS] += 1
         row_discard(C, r)
         return outs[0]
 
@@ -1126,7 +1135,11 @@ def _regen_views(C, a, r):
             continue
         left -= 1
         old = M[u, M_ROW]
-        if u == a or old < 0 or not M[u, M_FLAGS] & FL_REQ:
+        if M[u, M_BASE] != a:
+            continue
+        if M[u, M_FLAGS] & FL_PLAINVIEW:        # its base gains a history: so does it
+            M[u, M_FLAGS] = (M[u, M_FLAGS] & ~FL_PLAINVIEW) | FL_VIEW | FL_REQ
+        elif old < 0 or not M[u, M_FLAGS] & FL_REQ:
             continue
         q = row_new(C)
         T[q, R_OP] = op
@@ -1149,7 +1162,8 @@ def _regen_views(C, a, r):
         M[u, M_ROW] = q
         M[u, M_OIDX] = 0
         T[q, R_REFS] += 1
-        decref(C, KIND_ROW, old)
+        if old >= 0:
+            decref(C, KIND_ROW, old)
 
 
 # ---------------------------------------------------------------- the sweep

@@ -27,6 +27,8 @@ M_SRCIDX = 11
 M_GTMP = 12      # during a sweep: storage id of a leaf's / captured tensor's gradient
 M_NEXT = 13      # free-list link
 M_VSID = 14      # storage whose version counter this tensor uses: M_SID, except for .data
+M_BASE = 15      # a view's base (what it was made from, or that one's base; the view holds
+                 # a reference on it), -1 for tensors that are not views
 M_SHAPE = 16
 M_STRIDE = 24
 MW = 32
@@ -40,7 +42,9 @@ FL_HOOK = 32     # a leaf with tensor hooks: its gradient gathers in M_GTMP, Pyt
                  # it to the hooks and then accumulates it into .grad
 FL_PLAINVIEW = 64  # a view of a tensor that does not require grad: an in-place op that
                    # recorded into it would give it a history its base never sees
-FL_HVIEW = 128   # a view that got a history (counted in its storage's S_HVIEWS)
+FL_HVIEW = 128   # a view whose history follows its base's in-place changes (one with a
+                 # history, or made in grad mode of a tensor without one), counted in its
+                 # storage's S_HVIEWS
 
 # ---- storage[storage_id, :] ---------------------------------------------------
 S_ADDR = 0

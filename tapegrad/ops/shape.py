@@ -7,8 +7,8 @@ attributes carry the target shape ([0] ndim, [1:] sizes), the permutation, or th
 import numpy as np
 
 from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
-                              M_ROW, M_OFF, M_SID, FL_REQ, FL_VIEW, FL_VIEWLEAF, FL_PLAINVIEW,
-                              R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE, R_NIN, C_NOUTS)
+                              M_ROW, M_OFF, M_SID, M_BASE, M_REFS, FL_REQ, FL_VIEW, FL_VIEWLEAF,
+                              FL_PLAINVIEW, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE, R_NIN, C_NOUTS)
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, f32_at, f64_at
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1)
@@ -32,6 +32,9 @@ def _view_of(C, a, nd, shape, strides, off):
         M[v, M_STRIDE + d] = strides[d]
         n *= shape[d]
     M[v, M_NUMEL] = n
+    base = M[a, M_BASE] if M[a, M_BASE] >= 0 else a
+    M[v, M_BASE] = base             # (held: a later in-place op on it finds its views)
+    M[base, M_REFS] += 1
     fl = M[a, M_FLAGS]
     if fl & FL_REQ:
         M[v, M_FLAGS] |= FL_VIEW
