@@ -214,7 +214,16 @@ def _type_name(dt):
 
 
 def bump_version(t):
-    E.stor[E.meta[t._i, L.M_VSID], L.S_VERSION] += 1
+    """An in-place write made in Python: core.bump_version's work, views made under
+    no_grad included (they become stale)."""
+    M = E.meta
+    vsid, sid = M[t._i, L.M_VSID], M[t._i, L.M_SID]
+    E.stor[vsid, L.S_VERSION] += 1
+    if E.stor[sid, L.S_HVIEWS] > 0:
+        fl = M[:, L.M_FLAGS]
+        stale = ((fl & L.FL_NOGRADVIEW != 0) & (M[:, L.M_SID] == sid)
+                 & (M[:, L.M_VSID] == vsid) & (M[:, L.M_REFS] > 0))
+        fl[stale] |= L.FL_STALE
 
 
 _KEEP_INT = {"neg", "abs", "sign", "clone", "relu", "floor", "ceil", "round"}

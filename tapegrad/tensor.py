@@ -5,6 +5,7 @@ tables; the wrapper holds one reference to its id and caches its shape. Op metho
 generated from the op table (tapegrad.ops) at import.
 """
 import numbers
+import re
 import warnings
 import weakref
 
@@ -144,7 +145,10 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        return bool(E.meta[self._i, L.M_ROW] < 0)
+        if E.meta[self._i, L.M_ROW] >= 0:
+            return False
+        _check_not_stale(self._i)
+        return True
 
     @property
     def requires_grad(self):
@@ -180,7 +184,10 @@ class Tensor:
     @property
     def grad_fn(self):
         r = E.meta[self._i, L.M_ROW]
-        return None if r < 0 else graph.node_for_row(int(r))
+        if r < 0:
+            _check_not_stale(self._i)
+            return None
+        return graph.node_for_row(int(r))
 
     @property
     def _version(self):
@@ -575,6 +582,36 @@ def _dim(d, ndim, what=None):
     return d % n if ndim > 0 else 0
 
 
+STALE_VIEW_MSG = (
+    "A view was created in no_grad mode and its base or another view of its base has been "
+    "modified inplace with grad mode enabled. Given that this use case is ambiguous and "
+    "error-prone, it is forbidden. You can clarify your code by moving both the view and "
+    "the inplace either both inside the no_grad block (if you don't want the inplace to be "
+    "tracked) or both outside (if you want the inplace to be tracked).")
+
+
+NOGRAD_VIEW_INPLACE_MSG = STALE_VIEW_MSG.replace(
+    "its base or another view of its base has been modified", "is being modified")
+
+
+def _nograd_view_msg(i, msg):
+    """PyTorch names the op that made a view, in grad mode, of a view made under no_grad."""
+    op = int(E.meta[i, L.M_SRCOP])
+    if op < 0:
+        return msg
+    name = re.sub(r"Backward\d*$", "", OPS[op].grad_fn)
+    return f"Output 0 of {name} is a view of a view which was created in" + msg[len(
+        "A view was created in"):]
+
+
+def _check_not_stale(i):
+    """PyTorch's refusal, when asked for the history of a view made under no_grad whose
+    base (requiring grad) was modified in place since."""
+    M = E.meta
+    if M[i, L.M_FLAGS] & L.FL_STALE and M[M[i, L.M_BASE], L.M_FLAGS] & L.FL_REQ:
+        raise RuntimeError(_nograd_view_msg(i, STALE_VIEW_MSG))
+
+
 def op_error(exc, op, a, b):
     """Turn a kernel status into the exception PyTorch raises for the same mistake."""
     code = exc.code
@@ -629,6 +666,10 @@ def op_error(exc, op, a, b):
                                  "dtypes are not supported yet, convert one with .to(dtype)")
         return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "
                          "point tensor")
+    if code == L.E_STALE_VIEW:
+        return RuntimeError(_nograd_view_msg(int(exc.err[0]), STALE_VIEW_MSG))
+    if code == L.E_NOGRAD_VIEW_INPLACE:
+        return RuntimeError(_nograd_view_msg(a, NOGRAD_VIEW_INPLACE_MSG))
     if code == L.E_VIEWS_LAYOUT:
         return RuntimeError(
             f"{name}: in-place operation on a non-contiguous tensor of shape {_shape_of(a)} "

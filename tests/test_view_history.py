@@ -8,7 +8,8 @@ of another alias of the same memory (detach(), .data) do not.
 
 Checked here: exact values, finite differences (float64), grad_fn names, no-grad writes,
 which views belong to which base, the per-storage view count, flat memory in eager and
-replayed loops, the replay against eager, and the refusal for a non-contiguous base. Where torch is importable, the same
+replayed loops, the replay against eager, the refusal for a non-contiguous base, and
+PyTorch's refusals for views made under no_grad. Where torch is importable, the same
 programs are run through it.
 """
 import numpy as np
@@ -96,16 +97,21 @@ def test_a_view_of_a_tensor_without_history_gets_one_when_its_base_does():
     assert w.grad.tolist() == [0.0, 2.0, 4.0]
 
 
-def test_views_of_another_alias_of_the_memory_are_not_the_bases_views():
+def _views_of_three_aliases(lib):
     """A view's base is the tensor it was made from: views of x.detach() or x.data
     are not x's, and x's are not the detached tensor's (PyTorch's rule)."""
-    w = tg.ones(3, requires_grad=True)
-    x = tg.zeros(2, 3)
+    w = lib.ones(3, requires_grad=True)
+    x = lib.zeros(2, 3)
     d, dd = x.detach(), x.data
     of_d, of_dd, of_x = d[0], dd[0], x[1]
     d.add_(w)
     assert of_d.grad_fn.name() == "AsStridedBackward0"
     assert not of_dd.requires_grad and not of_x.requires_grad and x.grad_fn is None
+    return w, x, of_x, of_dd
+
+
+def test_views_of_another_alias_of_the_memory_are_not_the_bases_views():
+    w, x, of_x, of_dd = _views_of_three_aliases(tg)
     with tg.no_grad():
         of_no_grad = x[0]
     x.add_(w)
@@ -146,7 +152,8 @@ def test_the_storage_counts_its_views_with_history_until_they_die():
     u = y[0]
     v = u[1:]
     with tg.no_grad():
-        y[1]                    # made under no_grad: not counted
+        y[1]                    # made under no_grad: counted too, until it dies
+    _live()
     assert E.stor[sid, L.S_HVIEWS] == 2
     del u
     _live()
@@ -225,6 +232,129 @@ def test_a_non_contiguous_base_with_views_is_refused_before_it_is_written():
     assert y.detach().numpy().tolist() == [[2.0] * 3] * 3
 
 
+def _y(lib):
+    return lib.ones(2, 3, requires_grad=True) * 2
+
+
+def _param(lib):
+    p = lib.ones(2, 3, requires_grad=True)
+    (p * p).sum().backward()
+    return p
+
+
+def _under_no_grad(write):
+    def run(lib, t):
+        with lib.no_grad():
+            write(lib, t)
+    return run
+
+
+# a view base[0] taken under no_grad, then the base written: PyTorch refuses the view
+# where a gradient could flow
+STALE = {
+    "base_changes_in_grad_mode": (_y, lambda lib, y: y.mul_(3)),
+    "plain_base_gains_history": (lambda lib: lib.zeros(2, 3),
+                                 lambda lib, x: x.add_(lib.ones(3, requires_grad=True))),
+    "base_changes_under_no_grad": (_y, _under_no_grad(lambda lib, y: y.mul_(3))),
+    "optimizer_like_update": (_param, _under_no_grad(lambda lib, p: p.sub_(0.5))),
+    "nn_init": (_param, lambda lib, p: lib.nn.init.constant_(p, 0.5)),    # (Python writes)
+    "sgd_step": (_param, lambda lib, p: lib.optim.SGD([p], lr=0.1).step()),  # (a kernel)
+    "through_detach": (_y, lambda lib, y: y.detach().mul_(3)),
+}
+CASES = [(case, False) for case in STALE] + [("base_changes_in_grad_mode", True)]
+
+
+def _stale_view(lib, case, of_view=False):
+    base, write = STALE[case]
+    b = base(lib)
+    with lib.no_grad():
+        u = b[0]
+    if of_view:
+        u = u[1:]           # made in grad mode, of the view made under no_grad
+    write(lib, b)
+    return u
+
+
+@pytest.mark.parametrize("case, of_view", CASES)
+def test_a_view_made_under_no_grad_is_refused_where_a_gradient_could_flow_once_its_base_changed(
+        case, of_view):
+    from tapegrad.tensor import STALE_VIEW_MSG
+    u = _stale_view(tg, case, of_view)
+    expect = u.tolist()
+    for use in (lambda: u * 2, lambda: u.grad_fn, lambda: u.is_leaf, lambda: u[1:],
+                lambda: tg.stack([u, u])):
+        with pytest.raises(RuntimeError) as e:
+            use()
+        if of_view:                         # PyTorch names the view's op
+            assert str(e.value) == STALE_VIEW_MSG.replace(
+                "A view was", "Output 0 of Slice is a view of a view which was")
+        else:
+            assert str(e.value) == STALE_VIEW_MSG
+        assert STALE_VIEW_MSG.startswith("A view was created in no_grad mode and its base")
+    assert u.tolist() == expect and u.detach().tolist() == expect     # values stay readable
+    with tg.no_grad():
+        assert (u * 2).tolist() == [2 * v for v in expect]
+
+
+def test_a_view_made_under_no_grad_stays_usable_where_pytorch_allows_it():
+    x = tg.ones(2, 3, requires_grad=True)
+    y = x * 2
+    with tg.no_grad():
+        u = y[0]
+    y.data.mul_(3)                      # .data has its own version counter
+    assert (u * 1).sum().item() == 18.0
+    with tg.no_grad():                  # both inside no_grad
+        v = y[1]
+        y.mul_(2)
+        assert v.tolist() == [12.0] * 3
+    x = tg.zeros(2, 3)
+    with tg.no_grad():
+        u = x[0]
+        x.add_(1)                       # its base does not require grad
+    w = tg.ones(3, requires_grad=True)
+    out = (u * w).sum()
+    out.backward()
+    assert out.item() == 3.0 and w.grad.tolist() == [1.0] * 3
+
+
+def test_an_in_place_op_in_grad_mode_on_a_view_made_under_no_grad_is_refused():
+    from tapegrad.tensor import NOGRAD_VIEW_INPLACE_MSG
+    assert NOGRAD_VIEW_INPLACE_MSG.startswith(
+        "A view was created in no_grad mode and is being modified inplace with grad mode")
+    x = tg.ones(2, 3, requires_grad=True)
+    y = x * 2
+    with tg.no_grad():
+        u = y[0]
+    with pytest.raises(RuntimeError) as e:
+        u.mul_(2)                       # its base requires grad
+    assert str(e.value) == NOGRAD_VIEW_INPLACE_MSG
+    assert y.tolist() == [[2.0] * 3] * 2          # refused before writing
+    z = tg.zeros(2, 3)
+    w = tg.ones(3, requires_grad=True)
+    with tg.no_grad():
+        u = z[0]
+    with pytest.raises(RuntimeError) as e:
+        u.add_(w)                       # the written value requires grad
+    assert str(e.value) == NOGRAD_VIEW_INPLACE_MSG
+    u.add_(2)                           # neither: allowed, as in PyTorch
+    assert z.tolist() == [[2.0] * 3, [0.0] * 3]
+    u = _stale_view(tg, "base_changes_in_grad_mode")
+    with pytest.raises(RuntimeError) as e:
+        u.mul_(2)
+    assert str(e.value) == NOGRAD_VIEW_INPLACE_MSG
+    with tg.no_grad():
+        u.add_(1)
+    assert u.tolist() == [7.0] * 3
+
+
+def _outcome(f):
+    try:
+        r = f()
+    except RuntimeError as e:
+        return str(e)
+    return r.tolist() if hasattr(r, "tolist") else r
+
+
 def test_the_same_programs_in_torch():
     torch = pytest.importorskip("torch")
     for lib in (tg, torch):
@@ -253,14 +383,15 @@ def test_the_same_programs_in_torch():
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
     for lib in (tg, torch):
-        w = lib.ones(3, requires_grad=True)
-        x = lib.zeros(2, 3)
-        d, dd = x.detach(), x.data
-        of_d, of_dd, of_x = d[0], dd[0], x[1]
-        d.add_(w)
-        assert of_d.grad_fn.name() == "AsStridedBackward0"
-        assert not of_dd.requires_grad and not of_x.requires_grad
+        w, x, of_x, _ = _views_of_three_aliases(lib)
         x.mul_(w)
         (of_x * lib.arange(3.0)).sum().backward()
         # x holds ones (d.add_ wrote them) and no history: w.grad = 1 * arange
         assert w.grad.tolist() == [0.0, 1.0, 2.0]
+
+    for case, of_view in CASES:
+        uses = [lambda u: u * 2, lambda u: u.grad_fn, lambda u: u.is_leaf,
+                lambda u: u.detach() * 2, lambda u: u.mul_(2)]
+        got = [[_outcome(lambda: use(_stale_view(lib, case, of_view))) for use in uses]
+               for lib in (tg, torch)]
+        assert got[0] == got[1], (case, of_view)

@@ -220,7 +220,42 @@ def version_of(C, t):
 
 @jit
 def bump_version(C, t):
-    stor_of(C)[meta_of(C)[t, M_VSID], S_VERSION] += 1
+    M = meta_of(C)
+    S = stor_of(C)
+    S[M[t, M_VSID], S_VERSION] += 1
+    if S[M[t, M_SID], S_HVIEWS] > 0:
+        _stale_nograd_views(C, t)
+
+
+@jit
+def _stale_nograd_views(C, t):
+    """PyTorch forbids using a view made under no_grad once its version counter moved,
+    where a gradient could flow and its base requires grad (E_STALE_VIEW)."""
+    M = meta_of(C)
+    for u in counted_views(C, M[t, M_SID]):
+        if M[u, M_FLAGS] & FL_NOGRADVIEW and M[u, M_VSID] == M[t, M_VSID]:
+            M[u, M_FLAGS] |= FL_STALE
+
+
+@jit
+def counted_views(C, sid):
+    """The live views a storage counts in S_HVIEWS (FL_HVIEW): a table scan, made only
+    when the count is not 0."""
+    M = meta_of(C)
+    views = np.empty(stor_of(C)[sid, S_HVIEWS], np.int64)
+    n = 0
+    for u in range(C[C_META_CAP]):
+        if n == views.size:
+            break
+        if M[u, M_FLAGS] & FL_HVIEW and M[u, M_SID] == sid and M[u, M_REFS] > 0:
+            views[n] = u
+            n += 1
+    return views[:n]
+
+
+@jit
+def is_stale_view(M, u):
+    return M[u, M_FLAGS] & FL_STALE and M[M[u, M_BASE], M_FLAGS] & FL_REQ
 
 
 @jit
@@ -853,6 +888,8 @@ def _inplace_check(C, a, b, grad_on, record):
     """PyTorch's refusals for an in-place write into a."""
     M = meta_of(C)
     if grad_on:
+        if M[a, M_FLAGS] & FL_NOGRADVIEW and (record or M[M[a, M_BASE], M_FLAGS] & FL_REQ):
+            return E_NOGRAD_VIEW_INPLACE
         if M[a, M_FLAGS] & FL_REQ and M[a, M_ROW] < 0:
             return E_LEAF_INPLACE
         if M[a, M_FLAGS] & (FL_VIEW | FL_PLAINVIEW) and record:
@@ -944,7 +981,13 @@ def _op(caddr, op, a, b, s, flags):
     need = 0          # what the gradients of the inputs that require grad will read
     if grad_on:
         for k in range(MAXIN):
-            if ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & FL_REQ:
+            if ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & (FL_REQ | FL_STALE):
+                if M[ids[k], M_FLAGS] & FL_STALE:
+                    if is_stale_view(M, ids[k]) and not (inplace and k == 0):
+                        err_of(C)[0] = ids[k]
+                        return E_STALE_VIEW
+                    if not M[ids[k], M_FLAGS] & FL_REQ:
+                        continue
                 record = True
                 need |= info[op, O_SAVES_IF + k]
     if inplace:
@@ -1019,10 +1062,18 @@ def _op(caddr, op, a, b, s, flags):
     if C[C_REC] != 0:
         _log_op(C, op, ids, s, flags)
     if not record:
-        if grad_on and not inplace:
+        if not inplace:
             for j in range(nouts):      # a view made in grad mode of a tensor without a
-                o = outs[j]             # history gets one if its base does (_regen_views)
-                if M[o, M_FLAGS] & (FL_PLAINVIEW | FL_HVIEW) == FL_PLAINVIEW:
+                o = outs[j]             # history gets one if its base does; one made
+                fl = M[o, M_FLAGS]      # under no_grad, or of such a view, is marked
+                if fl & FL_HVIEW or not fl & (FL_PLAINVIEW | FL_VIEW):
+                    continue
+                if not grad_on or M[a, M_FLAGS] & FL_NOGRADVIEW:
+                    M[o, M_FLAGS] |= FL_HVIEW | FL_NOGRADVIEW
+                    stor_of(C)[M[o, M_SID], S_HVIEWS] += 1
+                    if grad_on:                 # (named in PyTorch's message)
+                        M[o, M_SRCOP] = op
+                elif fl & FL_PLAINVIEW:
                     M[o, M_FLAGS] |= FL_HVIEW
                     stor_of(C)[M[o, M_SID], S_HVIEWS] += 1
         row_discard(C, r)
@@ -1100,7 +1151,7 @@ def _views_ready(C, a):
     n = stor_of(C)[M[a, M_SID], S_HVIEWS]
     if n == 0:
         return 0
-    if not is_contiguous(M, a):
+    if not is_contiguous(M, a) and _views_to_regen(C, a) > 0:
         err_of(C)[0] = n
         return E_VIEWS_LAYOUT
     op = C[C_AS_STRIDED]
@@ -1115,6 +1166,18 @@ def _views_ready(C, a):
 
 
 @jit
+def _views_to_regen(C, a):
+    """How many of a's views _regen_views will re-derive (a storage's count includes
+    views made under no_grad, which it only marks stale)."""
+    M = meta_of(C)
+    n = 0
+    for u in counted_views(C, M[a, M_SID]):
+        if M[u, M_BASE] == a and not M[u, M_FLAGS] & FL_NOGRADVIEW:
+            n += 1
+    return n
+
+
+@jit
 def _regen_views(C, a, r):
     """PyTorch's rule for the views of a tensor modified in place: each view's history
     becomes an as_strided of the base's new one (row r, a's in-place row), so a
@@ -1125,17 +1188,10 @@ def _regen_views(C, a, r):
     a's contiguous gradient."""
     M = meta_of(C)
     T = tape_of(C)
-    sid = M[a, M_SID]
-    left = stor_of(C)[sid, S_HVIEWS]
     op = C[C_AS_STRIDED]
-    for u in range(C[C_META_CAP]):
-        if left == 0:
-            break
-        if not M[u, M_FLAGS] & FL_HVIEW or M[u, M_SID] != sid or M[u, M_REFS] <= 0:
-            continue
-        left -= 1
+    for u in counted_views(C, M[a, M_SID]):
         old = M[u, M_ROW]
-        if M[u, M_BASE] != a:
+        if M[u, M_BASE] != a or M[u, M_FLAGS] & FL_NOGRADVIEW:   # (those: bump_version)
             continue
         if M[u, M_FLAGS] & FL_PLAINVIEW:        # its base gains a history: so does it
             M[u, M_FLAGS] = (M[u, M_FLAGS] & ~FL_PLAINVIEW) | FL_VIEW | FL_REQ

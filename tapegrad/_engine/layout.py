@@ -43,8 +43,11 @@ FL_HOOK = 32     # a leaf with tensor hooks: its gradient gathers in M_GTMP, Pyt
 FL_PLAINVIEW = 64  # a view of a tensor that does not require grad: an in-place op that
                    # recorded into it would give it a history its base never sees
 FL_HVIEW = 128   # a view whose history follows its base's in-place changes (one with a
-                 # history, or made in grad mode of a tensor without one), counted in its
-                 # storage's S_HVIEWS
+                 # history, one made in grad mode of a tensor without one, or one made under
+                 # no_grad), counted in its storage's S_HVIEWS
+FL_NOGRADVIEW = 256  # a view made under no_grad, or a view of one
+FL_STALE = 512   # ... whose version counter then moved: PyTorch forbids using it where a
+                 # gradient could flow, if its base requires grad (E_STALE_VIEW)
 
 # ---- storage[storage_id, :] ---------------------------------------------------
 S_ADDR = 0
@@ -213,6 +216,8 @@ E_SELF_OVERLAP = -21  # in-place: the written tensor has elements sharing memory
 E_VALUE = -22         # an input value out of an op's domain: err = (op, the value as float bits)
 E_CALLBACK = -23      # the sweep paused for Python: err = (row, CB_* bits); resume or abort
 E_VIEWS_LAYOUT = -24  # in-place on a non-contiguous tensor whose views have histories
+E_STALE_VIEW = -25    # an FL_STALE view used as an op input in grad mode: err = (id,)
+E_NOGRAD_VIEW_INPLACE = -26  # in-place in grad mode on a view made under no_grad
 CB_HOOKS, CB_FUNCTION = 1, 2
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------
