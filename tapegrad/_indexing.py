@@ -13,8 +13,9 @@ import numpy as np
 from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE
-from .tensor import Tensor, E, run, _wrap, _numpy_view, _dim, _is_scalar
-from .ops.registry import BY_NAME
+from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
+                     _is_scalar)
+from .ops.registry import BY_NAME, OPS
 
 _FV = 16
 
@@ -479,8 +480,9 @@ def setitem(self, key, value):
     except ValueError:
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
                            f"broadcast to indexing result of shape {list(pos.shape)}") from None
-    try:
-        _put(self, pos, v)
+    try:        # a basic key writes through a view: PyTorch's CopySlices
+        _put(self, pos, v, op="index_put" if any(_is_advanced(k) for k in key)
+             else "copy_slices")
     except RuntimeError as exc:
         if "leaf Variable" in str(exc) and not any(_is_advanced(k) for k in key):
             # PyTorch writes x[basic key] through a view of x
@@ -489,9 +491,10 @@ def setitem(self, key, value):
         raise
 
 
-def _put(self, pos, v, accumulate=False):
+def _put(self, pos, v, accumulate=False, op="index_put"):
     """self.flat[pos] = v (or += v), v broadcastable to pos's shape and of self's dtype:
-    one IndexPutBackward0 row, the gradient reaching v and self's other elements."""
+    one IndexPutBackward0 (or CopySlices) row, the gradient reaching v and self's other
+    elements."""
     from ._promotion import from_array, bump_version
     if E.meta[self._i, L.M_NUMEL] == 0:
         # nothing to write, and the engine would refuse an empty tensor whose strides
@@ -503,8 +506,68 @@ def _put(self, pos, v, accumulate=False):
     if tuple(v.shape) != pos.shape:
         v = v.expand(pos.shape)
     positions = from_array(pos)     # (held: a wrapper dropped early frees its memory)
-    run(BY_NAME["index_put"], self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE,
+    run(BY_NAME[op], self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE,
         c=v._i, iargs=(int(bool(accumulate)),))
+
+
+_MULTI_VIEW = ("split", "split_with_sizes", "unbind")
+
+
+def write_through_view(op, a, b, s, flags, c, iargs, s2, fargs):
+    """PyTorch's CopySlices: an in-place op that records on view a (of a tensor with a
+    history, or with a value that requires grad) is a write into a's base. Here: the op
+    out of place on a copy of a's values (what it saves stays unmodified), then that
+    result written into the base at a's positions; the base's in-place row re-derives
+    a's history and its other views' (AsStridedBackward0). Returns 0 when written, 1
+    where PyTorch refuses (a view of a leaf, an output of a multi-view op) or the base
+    is not contiguous (the caller raises its refusal), or another refusal's code."""
+    M = E.meta
+    fl = int(M[a, L.M_FLAGS])
+    if fl & L.FL_VIEWLEAF or not fl & (L.FL_VIEW | L.FL_PLAINVIEW) or M[a, L.M_BASE] < 0:
+        return 1
+    row = int(M[a, L.M_ROW])
+    if row >= 0 and OPS[int(E.tape[row, L.R_OP])].name in _MULTI_VIEW:
+        return 1
+    base = _adopt_ref(int(M[a, L.M_BASE]))
+    if not base.is_contiguous():
+        return 1
+    nd = int(M[a, L.M_NDIM])
+    shape = tuple(int(n) for n in M[a, L.M_SHAPE:L.M_SHAPE + nd])
+    if any(M[a, L.M_STRIDE + d] == 0 and shape[d] > 1 for d in range(nd)):
+        return L.E_SELF_OVERLAP
+    pos = np.full(shape, M[a, L.M_OFF] - M[base._i, L.M_OFF], np.int64)
+    for d in range(nd):
+        pos += (np.arange(shape[d], dtype=np.int64)
+                * M[a, L.M_STRIDE + d]).reshape((-1,) + (1,) * (nd - 1 - d))
+    if op.name in ("index_put", "copy_slices"):         # view[key] = value
+        # b holds the positions _put computed in Python (a constant to a replay)
+        pos = pos.reshape(-1)[_array_of(_adopt_ref(b))]
+        _put(base, pos, _adopt_ref(c), bool(iargs[0]), op="copy_slices")
+        return 0
+    view = _adopt_ref(a)
+    values = view.clone()           # (held: a dropped wrapper frees its id)
+    out = _wrap(run(op, values._i, b, s, flags & ~(L.OPF_INPLACE | L.OPF_SOLO), iargs,
+                    c=c, s2=s2, fargs=fargs))
+    if out.shape != view.shape or out.dtype is not view.dtype:
+        return 1
+    _put(base, pos, out, op="copy_slices")
+    _saved_result_is_the_view(out, view)
+    return 0
+
+
+def _saved_result_is_the_view(out, view):
+    """An op that saves its result saves, in PyTorch, the view it wrote: a later write
+    into the base makes the backward refuse it. So the saved result counts versions with
+    the view's counter, from the version the write left."""
+    r = int(E.meta[out._i, L.M_ROW])
+    saved = int(E.tape[r, L.R_OSAVED]) if r >= 0 else -1
+    if saved < 0:
+        return
+    vs = int(E.meta[view._i, L.M_VSID])
+    if E.meta[saved, L.M_VSID] != vs:
+        E.meta[saved, L.M_VSID] = vs
+        E.stor[vs, L.S_REFS] += 1           # (dropped with the alias)
+    E.tape[r, L.R_OVER] = E.stor[vs, L.S_VERSION]
 
 
 def index_put_(self, indices, values, accumulate=False):

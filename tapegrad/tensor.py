@@ -632,18 +632,16 @@ def op_error(exc, op, a, b):
                                 "to be modified inplace. You should replace the inplace "
                                 "operation by an out-of-place one.")
     if code == L.E_VIEW_INPLACE:
-        if E.meta[a, L.M_FLAGS] & L.FL_PLAINVIEW:
-            return RuntimeError(
-                f"{name}: writing a value that requires grad into a view of a tensor that "
-                "does not is not supported yet: the base tensor would not get the gradient "
-                "history, so gradients through it would be lost. Write into the base "
-                "instead (base[index] = value), or build the result out of place (cat, "
-                "where)")
         if E.meta[a, L.M_FLAGS] & L.FL_VIEWLEAF:
             return RuntimeError("a view of a leaf Variable that requires grad is being used "
                                 "in an in-place operation.")
-        return RuntimeError(f"{name}: in-place operations on views of tensors that require "
-                            "grad are not supported yet; use the out-of-place form")
+        base = int(E.meta[a, L.M_BASE])
+        return RuntimeError(
+            f"{name}: an in-place write that records autograd history into a view of a "
+            f"non-contiguous tensor (shape {_shape_of(base)}, strides "
+            f"{E.meta[base, L.M_STRIDE:L.M_STRIDE + E.meta[base, L.M_NDIM]].tolist()}) is "
+            "not supported yet; make the base contiguous first (.contiguous()) or use the "
+            "out-of-place form")
     sa = list(_shape_of(a))
     sb = list(_shape_of(b)) if b is not None and b >= 0 else None
     if code == L.E_SHAPE:
@@ -724,6 +722,7 @@ def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False, c=-1, s2=
     scalar; fargs: forward-only int arguments (iargs[FV:])."""
     if flags is None:
         flags = GRAD_MODE[0]
+    asked = flags
     with E.lock:
         if iargs is not None:
             E.iargs[:len(iargs)] = iargs
@@ -739,6 +738,13 @@ def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False, c=-1, s2=
             try:
                 r = E.run_op(op.opcode, a, b, s, flags)
             except EngineError as exc:
+                if exc.code == L.E_VIEW_INPLACE:
+                    from ._indexing import write_through_view
+                    st = write_through_view(op, a, b, s, asked, c, iargs, s2, fargs)
+                    if st == 0:
+                        return a
+                    if st < 0:
+                        exc = EngineError(st, exc.err)
                 raise op_error(exc, op, a, b) from None
         if all_outputs:
             return E.outs[:int(E.ctx[L.C_NOUTS])].tolist()

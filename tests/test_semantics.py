@@ -210,30 +210,36 @@ def test_inplace_on_view_of_leaf_raises():
     close(w, [1.0, 2.0])
 
 
-def test_recording_into_a_view_of_a_tensor_without_grad_raises_and_changes_nothing():
-    """PyTorch moves such a view's new history onto its base (CopySlices); tapegrad cannot
-    yet, and writing anyway lost every gradient that went through the base. So: a clear
-    error, nothing written, and the cases that need no rebase still work."""
+@pytest.mark.parametrize("write, written, factor", [
+    (lambda v, x: v.__setitem__(Ellipsis, x * 2.0), [2.0, 4.0], 2.0),
+    (lambda v, x: v.add_(x), [2.0, 3.0], 1.0),
+    (lambda v, x: v.mul_(x), [1.0, 2.0], 1.0),
+    (lambda v, x: v.copy_(x), [1.0, 2.0], 1.0),
+])
+def test_recording_into_a_view_of_a_tensor_without_grad_gives_the_base_a_history(
+        write, written, factor):
+    """PyTorch's CopySlices: the write lands in the base, which gains a history, and the
+    gradient through the base reaches the written value (it used to be refused)."""
     x = tg.tensor([1.0, 2.0], requires_grad=True)
-    base = tg.zeros(4)
-    for write in (lambda v: v.__setitem__(Ellipsis, x * 2.0), lambda v: v.add_(x),
-                  lambda v: v.mul_(x), lambda v: v.copy_(x)):
-        v = base[1:3]
-        with pytest.raises(RuntimeError, match="into a view of a tensor that does not "
-                                               r"is not supported yet.*base\[index\] = value"):
-            write(v)
-        assert base.tolist() == [0.0, 0.0, 0.0, 0.0] and base._version == 0
-        with pytest.raises(RuntimeError, match="into a view"):
-            write(base.view(2, 2)[0])           # a view of a view
-    out = tg.zeros(4)
-    out[1:3] = x * 2.0                          # into the base: recorded there
-    w = tg.tensor([1.0, 10.0, 100.0, 1000.0])
-    (out * w).sum().backward()
-    assert x.grad.tolist() == [20.0, 200.0]
+    w = [1.0, 10.0, 100.0, 1000.0]
+    for pos, view in (([1, 2], lambda b: b[1:3]), ([1, 3], lambda b: b.view(2, 2)[:, 1])):
+        base = tg.ones(4)
+        v = view(base)
+        write(v, x)
+        expect = [1.0] * 4
+        for p, value in zip(pos, written):
+            expect[p] = value
+        assert base.tolist() == expect and v.tolist() == written
+        assert base.requires_grad and base.grad_fn.name() == "torch::autograd::CopySlices"
+        assert v.grad_fn.name() == "AsStridedBackward0" and base._version == 1
+        (base * tg.tensor(w)).sum().backward()
+        assert x.grad.tolist() == [factor * w[p] for p in pos]
+        x.grad = None
+    base = tg.ones(4)
     with tg.no_grad():                          # nothing recorded: allowed
         base[1:3].add_(x)
     base[2:].mul_(3.0)                          # nothing that requires grad: allowed
-    assert base.tolist() == [0.0, 1.0, 6.0, 0.0]
+    assert base.tolist() == [1.0, 2.0, 9.0, 3.0] and base.grad_fn is None
     d = base.detach()                           # not a view for autograd, as in PyTorch
     d.add_(tg.ones(4, requires_grad=True))
     assert d.grad_fn.name() == "AddBackward0"

@@ -8,10 +8,13 @@ of another alias of the same memory (detach(), .data) do not.
 
 Checked here: exact values, finite differences (float64), grad_fn names, no-grad writes,
 which views belong to which base, the per-storage view count, flat memory in eager and
-replayed loops, the replay against eager, the refusal for a non-contiguous base, and
-PyTorch's refusals for views made under no_grad. Where torch is importable, the same
+replayed loops, the replay against eager, the refusal for a non-contiguous base,
+PyTorch's refusals for views made under no_grad, and in-place ops through views written
+into their base (PyTorch's CopySlices). Where torch is importable, the same
 programs are run through it.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -256,6 +259,120 @@ def test_a_non_contiguous_base_with_views_is_refused_before_it_is_written():
     assert y.detach().numpy().tolist() == [[2.0] * 3] * 3
 
 
+# ---- in-place ops on a view of a tensor with history (PyTorch's CopySlices)
+def _write_through_views(lib, x, w):
+    y = x.sin()
+    u = y[0]                        # made before: follows every write below
+    y[1:, ::2].mul_(w[:2])
+    y.t()[1].add_(w[:3])            # a view of a view: y[:, 1]
+    col = y[:, 3]
+    col[1:] = w[2:] * 3             # x[key] = v on a view
+    y[2].copy_(w)
+    y[0].exp_()                     # last: it saves its result, the view (see below)
+    return y, u, col
+
+
+def test_an_in_place_op_on_a_view_writes_into_its_base():
+    x = tg.ones(2, 3, requires_grad=True)
+    w = tg.full((3,), 2.0, requires_grad=True)
+    y = x * 2
+    u, v = y[:, 0], y[0]
+    v.mul_(w)
+    assert y.tolist() == [[4.0] * 3, [2.0] * 3] and u.tolist() == [4.0, 2.0]
+    assert y.grad_fn.name() == "torch::autograd::CopySlices" and repr(y.grad_fn).startswith(
+        "<CopySlices object at")
+    assert v.grad_fn.name() == u.grad_fn.name() == "AsStridedBackward0"
+    assert y._version == v._version == 1
+    ((y * tg.arange(6.0).reshape(2, 3)).sum() + (u * u).sum()).backward()
+    # dloss/dy = arange + 2u in column 0: [[8, 1, 2], [7, 4, 5]]; dy/dx = 2 (times w = 2
+    # on row 0); dloss/dw = row 0 of dloss/dy times the old row 0 (2)
+    assert x.grad.tolist() == [[8.0 * 4, 1.0 * 4, 2.0 * 4], [7.0 * 2, 4.0 * 2, 5.0 * 2]]
+    assert w.grad.tolist() == [8.0 * 2, 1.0 * 2, 2.0 * 2]
+
+
+def test_writes_through_views_against_finite_differences():
+    rng = np.random.default_rng(11)
+    x = tg.tensor(rng.standard_normal((3, 4)), dtype=F64, requires_grad=True)
+    w = tg.tensor(rng.standard_normal(4), dtype=F64, requires_grad=True)
+
+    def fn(x, w):
+        y, u, col = _write_through_views(tg, x, w)
+        return (y * y).sum(), (u * u).sum(), col.sum()
+    assert gradcheck(fn, (x, w))
+
+
+def test_writes_through_views_run_eagerly_under_compile_and_say_so():
+    """A write through a view is a write at positions Python computed (like x[key] = v):
+    tapegrad.compile runs the function eagerly, once warning why, never replaying a
+    stale answer."""
+    W = tg.tensor(np.linspace(-1, 1, 4), dtype=F64, requires_grad=True)
+
+    def step(x):
+        y, u, col = _write_through_views(tg, x, W)
+        loss = (y * y).sum() + (u * col[:1]).sum()
+        loss.backward()
+        g = W.grad.clone()
+        W.grad = None
+        return loss, g
+    compiled = tg.compile(step)
+    for k in range(4):
+        X = tg.tensor(np.arange(12.0).reshape(3, 4) / (k + 3), dtype=F64)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loss, g = compiled(X)
+        said = [str(w.message) for w in caught if "runs eagerly" in str(w.message)]
+        assert len(said) == (0 if k else 1)
+        if not k:
+            head, line = said[0].rsplit(":", 1)
+            assert head == (f"tapegrad.compile: {step.__qualname__} runs eagerly: "
+                            "copy_slices uses a tensor made inside the function by something "
+                            "other than a tensor op (tapegrad.tensor/zeros/from_numpy, or an "
+                            "integer or indexing result computed with NumPy): a replay would "
+                            f"reuse its first value at {__file__}")
+            first = _write_through_views.__code__.co_firstlineno
+            assert first < int(line) < first + 10       # one of its writes
+        want_loss, want_g = step(X)
+        assert loss.item() == want_loss.item()
+        np.testing.assert_array_equal(g.numpy(), want_g.numpy())
+    assert compiled.stats["replays"] == 0
+
+
+def _result_saved_through_a_view_then_changed(lib):
+    x = lib.ones(2, 4, dtype=lib.float64, requires_grad=True)
+    y = x * 2
+    y[0].exp_()                     # saves its result: the view, so y's counter
+    y[1].mul_(3)
+    try:
+        y.sum().backward()
+    except RuntimeError as e:
+        return str(e).split(" Hint:")[0]
+
+
+def test_a_result_saved_through_a_view_is_refused_once_the_base_changes():
+    assert _result_saved_through_a_view_then_changed(tg) == (
+        "one of the variables needed for gradient computation has been modified by an "
+        "inplace operation: [tapegrad.DoubleTensor [4]], which is output 0 of Exp, is at "
+        "version 2; expected version 1 instead.")
+
+
+def test_writes_through_views_that_pytorch_refuses():
+    x = tg.ones(3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="^unsupported operation: more than one element "
+                       "of the written-to tensor refers to a single memory location"):
+        y[None].expand(2, 3).mul_(tg.ones(3, requires_grad=True))
+    with pytest.raises(RuntimeError, match=r"^Output 1 of Split is a view and is being "
+                       "modified inplace"):
+        y.split(1)[1].mul_(2)
+    with pytest.raises(RuntimeError, match="^a view of a leaf Variable that requires grad"):
+        x[1:].mul_(2)
+    with pytest.raises(RuntimeError, match=r"^mul: an in-place write that records autograd "
+                       r"history into a view of a non-contiguous tensor \(shape \[2, 3\], "
+                       r"strides \[1, 2\]\) is not supported yet"):
+        tg.from_numpy(np.ones((3, 2)).T)[0].mul_(tg.ones(3, dtype=F64, requires_grad=True))
+    assert y.tolist() == [2.0] * 3 and y._version == 0
+
+
 def _y(lib):
     return lib.ones(2, 3, requires_grad=True) * 2
 
@@ -390,21 +507,34 @@ def test_the_same_programs_in_torch():
         u.sum().backward()
         assert x.grad.tolist() == [[6.0, 6.0, 6.0], [0.0, 0.0, 0.0]]
 
-    rng = np.random.default_rng(3)
-    xs, ws = rng.standard_normal((3, 4)), rng.standard_normal(4)
-    grads = []
-    for lib in (tg, torch):
-        x = lib.tensor(xs, requires_grad=True)
-        w = lib.tensor(ws, requires_grad=True)
+    def views_then_writes(lib, x, w):
         y = x.sin()
         views = [y[1], y[:, ::2], y.t(), y.expand(2, 3, 4), y[2][1:3]]
         y.mul_(w)
         y[0] = w * w
         y.add_(1.5)
-        (sum((v * v).sum() for v in views) + y.sum()).backward()
-        grads.append((x.grad.numpy(), w.grad.numpy()))
-    for a, b in zip(*grads):
-        np.testing.assert_allclose(a, b, rtol=1e-12)
+        return sum((v * v).sum() for v in views) + y.sum(), ()
+
+    def writes_through_views(lib, x, w):
+        y, u, col = _write_through_views(lib, x, w)
+        return (y * y).sum() + (u * col[:1]).sum(), (
+            y.detach().numpy(), y.grad_fn.name(), u.grad_fn.name(), col.grad_fn.name())
+
+    for seed, program in ((3, views_then_writes), (5, writes_through_views)):
+        rng = np.random.default_rng(seed)
+        xs, ws = rng.standard_normal((3, 4)), rng.standard_normal(4)
+        got = []
+        for lib in (tg, torch):
+            x = lib.tensor(xs, requires_grad=True)
+            w = lib.tensor(ws, requires_grad=True)
+            loss, seen = program(lib, x, w)
+            loss.backward()
+            got.append((x.grad.numpy(), w.grad.numpy()) + seen)
+        for a, b in zip(*got):
+            if isinstance(a, str):
+                assert a == b
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-12)
 
     for lib in (tg, torch):
         w, x, of_x, _ = _views_of_three_aliases(lib)
@@ -414,6 +544,8 @@ def test_the_same_programs_in_torch():
         assert w.grad.tolist() == [0.0, 1.0, 2.0]
 
     assert _hooks_and_retain_grad(tg) == _hooks_and_retain_grad(torch)
+    assert _result_saved_through_a_view_then_changed(tg).replace("tapegrad", "torch") == (
+        _result_saved_through_a_view_then_changed(torch))
 
     for case, of_view in CASES:
         uses = [lambda u: u * 2, lambda u: u.grad_fn, lambda u: u.is_leaf,

@@ -51,7 +51,8 @@ class Node:
         return tuple(out)
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        name = self.name().replace("torch::autograd::", "")
+        return f"<{name} object at {hex(id(self))}>"
 
     def __del__(self):
         try:

@@ -399,6 +399,10 @@ _index_op("index_rows", "IndexBackward0", "take_rows_fwd", "take_rows_bwd", 2, (
           {0: ("b",)})
 _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
           {0: ("b",), 2: ("b",)})
+# a write through a view (x[1:3] = v, x[0].mul_(w)) is a write into its base, as PyTorch
+# records it (CopySlices); x[index_tensor] = v stays IndexPutBackward0
+_index_op("copy_slices", "torch::autograd::CopySlices", "index_put_fwd", "index_put_bwd", 3,
+          (0, 2), {0: ("b",), 2: ("b",)})
 _index_op("where", "WhereBackward0", "where_fwd", "where_bwd", 3, (0, 1),
           {0: ("c",), 1: ("c",)})
 # masked_fill with a 0-d value that requires grad: where(mask, value, x)
