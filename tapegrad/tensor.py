@@ -932,6 +932,8 @@ def _install():
     global _FILL
     T.__pow__ = T.pow = _by_operand(_binary_method(BY_NAME["pow_tensor"]),
                                     _binary_method(BY_NAME["pow"]), "pow")
+    T.__ipow__ = T.pow_ = _by_operand(_inplace_method(BY_NAME["pow_tensor"], "pow_"),
+                                      _inplace_method(BY_NAME["pow"], "pow_"), "pow_")
     for name in ("atan2", "hypot", "logaddexp"):
         setattr(T, name, _binary_method(BY_NAME[name]))
     T.atan2_ = _inplace_method(BY_NAME["atan2"], "atan2_")

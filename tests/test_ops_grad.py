@@ -468,6 +468,29 @@ def test_inplace_chain_gradcheck():
     assert_gradcheck(lambda a, b: _chain_inplace(a.T.T, b.expand(2, 3)).exp(), a, b)
 
 
+def test_pow_in_place_gradcheck_and_names():
+    a = leaf(np.abs(away_from_zero((2, 3))))
+    b = leaf(away_from_zero((3,), seed=1, lo=0.5))
+
+    def f(a, b):
+        y = a * 1.0
+        y.pow_(3)
+        y **= b
+        return y
+    assert_gradcheck(f, a, b)
+    y = a * 1.0
+    assert y.pow_(2) is y and y.grad_fn.name() == "PowBackward0"
+    y **= b
+    assert y.grad_fn.name() == "PowBackward1"
+    np.testing.assert_allclose(y.detach().numpy(), (a.detach().numpy() ** 2) ** b.detach()
+                               .numpy(), rtol=1e-14)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        a.pow_(2)
+    i = tg.tensor([1, 2, 3])
+    i.pow_(2)
+    assert i.tolist() == [1, 4, 9] and i.dtype is tg.int64
+
+
 def test_inplace_zero_fill_block_gradient():
     a = leaf(away_from_zero((2, 3)))
     y = a * 3.0
