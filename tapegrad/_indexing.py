@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from ._engine import layout as L
-from ._engine.state import GRAD_MODE
+from ._engine.state import GRAD_MODE, RECORDING
 from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
                      _is_scalar)
 from .ops.registry import BY_NAME, OPS
@@ -495,7 +495,7 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
     """self.flat[pos] = v (or += v), v broadcastable to pos's shape and of self's dtype:
     one IndexPutBackward0 (or CopySlices) row, the gradient reaching v and self's other
     elements."""
-    from ._promotion import from_array, bump_version
+    from ._promotion import bump_version
     if E.meta[self._i, L.M_NUMEL] == 0:
         # nothing to write, and the engine would refuse an empty tensor whose strides
         # repeat a memory location (a 0 stride)
@@ -505,9 +505,21 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
         v = v.clone()               # reading while writing the same memory
     if tuple(v.shape) != pos.shape:
         v = v.expand(pos.shape)
-    positions = from_array(pos)     # (held: a wrapper dropped early frees its memory)
+    positions = _constant(pos)      # (held: a wrapper dropped early frees its memory)
     run(BY_NAME[op], self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE,
         c=v._i, iargs=(int(bool(accumulate)),))
+
+
+def _constant(positions):
+    """Positions as a tensor. Python computed them from shapes, layouts and the key's
+    Python values, which a replay's guards fix (index tensors are read through
+    _numpy_view: a graph break), so a recording keeps it as an outside tensor, the same
+    every step, instead of logging a birth a replay could not repeat."""
+    from ._promotion import from_array
+    rec = RECORDING[0]
+    if rec is None:
+        return from_array(positions)
+    return rec.constant(lambda: from_array(positions))
 
 
 _MULTI_VIEW = ("split", "split_with_sizes", "unbind")

@@ -2500,7 +2500,17 @@ REPLAYABLE_OPS = {
     "logsumexp": lambda x, y: x - x.mean(1, keepdim=True) + y.logsumexp(1, keepdim=True),
     "activations": lambda x, y: x.sigmoid() * y.tanh() + F.relu(x) * x.exp(),
     "clone_inplace": lambda x, y: x.clone().mul_(2).add_(y),
+    "writes_into_views": lambda x, y: _writes_into_views(x * 1, y),
 }
+
+
+def _writes_into_views(z, y):
+    """x[key] = v and in-place ops through views: their positions are plan constants."""
+    z[:, 0] = y[:, 1] * 2
+    z[1].mul_(y[0])
+    z.t()[2].add_(1.0)
+    z[2:, 3:].copy_(y[:2, :3].exp())
+    return z
 
 
 @pytest.mark.parametrize("name", list(REPLAYABLE_OPS))

@@ -20,7 +20,8 @@ from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS
 from .. import _creation as _CREATION
 from ..ops.registry import OPS
 from .fuse import fuse as fuse_elementwise
-from .recorder import GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD
+from .recorder import (GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD,
+                       PY_CONST)
 from ..optim.optimizer import Optimizer
 
 with kernel_cache():
@@ -185,6 +186,9 @@ class Program:
                     code.append([X.I_IADD, 4, s, y])
                     uses.append([s])
                     defs.append([])
+                elif what == PY_CONST:          # (no instruction: a constant of the plan)
+                    s = where[x] = self._slot(_EXT)
+                    self.ext.append((s, rec.held[y]))
                 elif what == PY_RAND:
                     prob, scale, shape, dt = rec.objects[y]
                     d = where[x] = self._slot(_OWN)

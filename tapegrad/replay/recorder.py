@@ -11,7 +11,7 @@ import numpy as np
 from .._engine import layout as L
 from .._engine.state import engine, RECORDING
 
-PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD = 1, 2, 3, 4, 5
+PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD, PY_CONST = 1, 2, 3, 4, 5, 6
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LOG_WORDS = 1 << 20
 
@@ -41,6 +41,7 @@ class Recorder:
         self.objects = []           # what PY_OPT / PY_RAND events point at
         self.breaks = []            # GraphBreak, first one wins
         self.created_at = {}        # id -> the user's line that made it (tensor(), zeros()...)
+        self.held = []              # constants made unrecorded (PY_CONST, constant())
         self.nlog = 0
 
     def __enter__(self):
@@ -112,6 +113,16 @@ class Recorder:
 
     def created(self, t):
         self.created_at[t] = user_frame()
+
+    def constant(self, make):
+        """A tensor whose values a replay may reuse (make() builds it, unrecorded): the
+        plan holds it as an outside tensor. Its id may be one an earlier birth in the log
+        used, so the event, not the id, says which tensor it is."""
+        with self.paused():
+            t = make()
+        self.held.append(t)
+        self.event(PY_CONST, t._i, len(self.held) - 1)
+        return t
 
     def int_add(self, t, value):
         self.event(PY_IADD, t, value)
