@@ -467,7 +467,7 @@ def setitem(self, key, value):
     if isinstance(value, Tensor):
         v = to(value, self.dtype)
     elif _is_scalar(value):
-        v = make(float(value), dtype=self.dtype)
+        v = _constant(lambda: make(float(value), dtype=self.dtype))
     else:
         raise TypeError(f"can't assign a {type(value).__name__} to a tapegrad tensor")
     try:
@@ -495,7 +495,7 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
     """self.flat[pos] = v (or += v), v broadcastable to pos's shape and of self's dtype:
     one IndexPutBackward0 (or CopySlices) row, the gradient reaching v and self's other
     elements."""
-    from ._promotion import bump_version
+    from ._promotion import from_array, bump_version
     if E.meta[self._i, L.M_NUMEL] == 0:
         # nothing to write, and the engine would refuse an empty tensor whose strides
         # repeat a memory location (a 0 stride)
@@ -505,21 +505,18 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
         v = v.clone()               # reading while writing the same memory
     if tuple(v.shape) != pos.shape:
         v = v.expand(pos.shape)
-    positions = _constant(pos)      # (held: a wrapper dropped early frees its memory)
+    positions = _constant(lambda: from_array(pos))  # (held: a dropped wrapper frees it)
     run(BY_NAME[op], self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE,
         c=v._i, iargs=(int(bool(accumulate)),))
 
 
-def _constant(positions):
-    """Positions as a tensor. Python computed them from shapes, layouts and the key's
-    Python values, which a replay's guards fix (index tensors are read through
-    _numpy_view: a graph break), so a recording keeps it as an outside tensor, the same
-    every step, instead of logging a birth a replay could not repeat."""
-    from ._promotion import from_array
+def _constant(make):
+    """make(): a tensor of positions, or of a Python scalar to write. Python computed it
+    from shapes, layouts and Python values, which a replay's guards fix (index tensors
+    are read through _numpy_view: a graph break), so a recording keeps it as an outside
+    tensor, the same every step, instead of logging a birth a replay could not repeat."""
     rec = RECORDING[0]
-    if rec is None:
-        return from_array(positions)
-    return rec.constant(lambda: from_array(positions))
+    return make() if rec is None else rec.constant(make)
 
 
 _MULTI_VIEW = ("split", "split_with_sizes", "unbind")

@@ -2504,6 +2504,27 @@ REPLAYABLE_OPS = {
 }
 
 
+def test_a_key_and_a_value_written_from_arguments_are_guards():
+    """x[i] = v with i and v arguments: a replay's positions and scalar are plan
+    constants, right because each (i, v) is a guard (a new pair records again)."""
+    W = tg.ones(4, requires_grad=True)
+
+    def f(x, i, v):
+        y = x * W
+        y[i] = v
+        y[:, i].mul_(3.0)
+        y.sum().backward()
+        g = W.grad.clone()
+        W.grad = None
+        return y, g
+    c = compile_(f)
+    X = tg.tensor(np.arange(12.0).reshape(3, 4))
+    with no_break():
+        for i, v in ((0, 0.0), (1, 0.0), (0, 0.0), (2, 5.0), (1, 0.0), (1, 2.5)):
+            assert_same(f(X, i, v), c(X, i, v))
+    assert c.stats == {"recordings": 4, "replays": 2}
+
+
 def _writes_into_views(z, y):
     """x[key] = v and in-place ops through views: their positions are plan constants."""
     z[:, 0] = y[:, 1] * 2
