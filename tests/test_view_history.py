@@ -540,3 +540,73 @@ def test_the_same_programs_in_torch():
         got = [[_outcome(lambda: use(_stale_view(lib, case, of_view))) for use in uses]
                for lib in (tg, torch)]
         assert got[0] == got[1], (case, of_view)
+
+
+def _random_view(v, steps):
+    for kind, d, a, b in steps:
+        if v.dim() == 0:
+            break
+        d %= v.dim()
+        n = v.shape[d]
+        if kind == "select":
+            v = v.select(d, a % n)
+        elif kind == "slice":
+            key = [slice(None)] * v.dim()
+            key[d] = slice(a % n, None, 1 + b % 2)
+            v = v[tuple(key)]
+        elif kind == "transpose" and v.dim() >= 2:
+            v = v.transpose(d, (d + 1) % v.dim())
+        elif kind == "unsqueeze":
+            v = v.unsqueeze(d)
+    return v
+
+
+def _random_program(lib, xs, ws, steps, op, steps2, op2):
+    """A view made before, a write through another view, a write through the first
+    view's spelling, then a loss reading all three: values and gradients, or the error
+    (a saved tensor changed: exp_/tanh_ save the view they wrote)."""
+    x = lib.tensor(xs, requires_grad=True)
+    w = lib.tensor(ws, requires_grad=True)
+    y = x.sin()
+    before = _random_view(y, steps2)
+    v = _random_view(y, steps)
+    s = w[0]
+    {"mul": lambda: v.mul_(s), "add": lambda: v.add_(s * 2), "exp": v.exp_,
+     "tanh": v.tanh_, "set": lambda: v.__setitem__(Ellipsis, s * 3),
+     "copy": lambda: v.copy_(s.expand(v.shape) * 1.5)}[op]()
+    again = _random_view(y, steps2)
+    {"none": lambda: None, "mul": lambda: again.mul_(s + 1),
+     "add": lambda: again.add_(0.5)}[op2]()
+    try:
+        ((y * y).sum() + (before * before).sum() * 0.5 + (v * 1.25).sum()).backward()
+    except RuntimeError as e:
+        return str(e).split(" Hint:")[0].replace("tapegrad.", "torch.")
+    return [y.detach().numpy(), x.grad.numpy(), None if w.grad is None else w.grad.numpy()]
+
+
+def test_random_writes_through_views_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2026)
+    kinds = ("select", "slice", "transpose", "unsqueeze")
+    outcomes = set()
+    for _ in range(60):
+        shape = tuple(int(n) for n in rng.integers(1, 4, size=rng.integers(1, 4)))
+        xs, ws = rng.standard_normal(shape), rng.standard_normal(3)
+        steps, steps2 = ([(kinds[rng.integers(4)], *(int(k) for k in rng.integers(4, size=3)))
+                          for _ in range(rng.integers(0, 3))] for _ in range(2))
+        op = ("mul", "add", "exp", "tanh", "set", "copy")[rng.integers(6)]
+        op2 = ("none", "mul", "add")[rng.integers(3)]
+        case = (shape, steps, op, steps2, op2)
+        got, want = (_random_program(lib, xs, ws, steps, op, steps2, op2)
+                     for lib in (tg, torch))
+        assert type(got) is type(want), case
+        if isinstance(want, str):
+            assert got == want, case
+        else:
+            for a, b in zip(got, want):
+                assert (a is None) == (b is None), case
+                if a is not None:
+                    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12,
+                                               err_msg=str(case))
+        outcomes.add(type(want))
+    assert outcomes == {str, list}           # both kinds of outcome were exercised
