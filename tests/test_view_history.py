@@ -290,6 +290,24 @@ def test_an_in_place_op_on_a_view_writes_into_its_base():
     assert w.grad.tolist() == [8.0 * 2, 1.0 * 2, 2.0 * 2]
 
 
+def _written_graph(lib):
+    x = lib.ones(2, 3, requires_grad=True)
+    w = lib.ones(3, requires_grad=True)
+    names = []
+    for write in (lambda z: z.__setitem__(1, w * 3),
+                  lambda z: z.__setitem__(lib.tensor([1]), w * 3)):
+        z = x * 2
+        write(z)
+        names.append([z.grad_fn.name()] + [f.name() for f, _ in z.grad_fn.next_functions])
+    return names
+
+
+def test_a_write_into_a_tensor_lists_its_old_history_and_the_value_as_edges():
+    assert _written_graph(tg) == [["torch::autograd::CopySlices", "MulBackward0",
+                                   "MulBackward0"],
+                                  ["IndexPutBackward0", "MulBackward0", "ExpandBackward0"]]
+
+
 def test_writes_through_views_against_finite_differences():
     rng = np.random.default_rng(11)
     x = tg.tensor(rng.standard_normal((3, 4)), dtype=F64, requires_grad=True)
@@ -531,6 +549,9 @@ def test_the_same_programs_in_torch():
         assert w.grad.tolist() == [0.0, 1.0, 2.0]
 
     assert _hooks_and_retain_grad(tg) == _hooks_and_retain_grad(torch)
+    got, want = _written_graph(tg), _written_graph(torch)
+    assert got[0] == want[0]
+    assert got[1][:2] == want[1][:2]        # (tapegrad expands the value first)
     assert _result_saved_through_a_view_then_changed(tg).replace("tapegrad", "torch") == (
         _result_saved_through_a_view_then_changed(torch))
 

@@ -45,7 +45,7 @@ class Node:
             listed = function_next(self._row, edge)
             if listed is not None:
                 return listed
-        out = [edge(k) for k in range(int(row[L.R_NIN]))]
+        out = [edge(k) for k in (op.edges or range(int(row[L.R_NIN])))]
         if op.scalar_slot and len(out) == 1:
             out.append((None, 0))
         return tuple(out)

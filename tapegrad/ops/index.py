@@ -387,9 +387,11 @@ def where_bwd(caddr, row):
     return K_OK
 
 
-def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if):
-    return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin,
-                          diff=diff, saves_if=saves_if))
+def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None):
+    op = OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin, diff=diff,
+               saves_if=saves_if)
+    op.edges = edges
+    return register(op)
 
 
 for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSelectBackward0"),
@@ -397,12 +399,13 @@ for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSele
     _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 2, (0,), {0: ("b",)})
 _index_op("index_rows", "IndexBackward0", "take_rows_fwd", "take_rows_bwd", 2, (0,),
           {0: ("b",)})
+# (next_functions: self and the values, as PyTorch's; the positions are tapegrad's)
 _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
-          {0: ("b",), 2: ("b",)})
+          {0: ("b",), 2: ("b",)}, edges=(0, 2))
 # a write through a view (x[1:3] = v, x[0].mul_(w)) is a write into its base, as PyTorch
 # records it (CopySlices); x[index_tensor] = v stays IndexPutBackward0
 _index_op("copy_slices", "torch::autograd::CopySlices", "index_put_fwd", "index_put_bwd", 3,
-          (0, 2), {0: ("b",), 2: ("b",)})
+          (0, 2), {0: ("b",), 2: ("b",)}, edges=(0, 2))
 _index_op("where", "WhereBackward0", "where_fwd", "where_bwd", 3, (0, 1),
           {0: ("c",), 1: ("c",)})
 # masked_fill with a 0-d value that requires grad: where(mask, value, x)

@@ -26,7 +26,7 @@ _SHARED = {}      # (module, fwd, bwd, slot key) -> compiled pair: entries that 
 class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
-                 "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype")
+                 "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype", "edges")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
                  saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None,
@@ -52,6 +52,7 @@ class OpDef:
         self.ntan = 0               # a fused op's tangent count (layout.O_TANGENT)
         self.saved_by = {}          # saved input k (-1: out) -> the grad_fn an error names
         self.per_dtype = per_dtype
+        self.edges = None           # inputs next_functions lists (None: all of them)
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
             self.saves_if = {k: _names(gf) & {"a", "b", "out"}
