@@ -175,13 +175,13 @@ def clamp_(input, min=None, max=None):  # noqa: A002
     return clamp(input, min, max, _inplace=True)
 
 
-def _clamp_one(opname, input, bound):
+def _clamp_one(opname, input, bound, inplace=False):
     _check(input, opname)
     if isinstance(bound, Tensor):
         bound = bound.item()
     if not input.dtype.is_floating_point:
-        return clamp(input, **{opname[-3:]: bound})
-    return _unary_param(opname, input, float(bound))
+        return clamp(input, **{opname[-3:]: bound}, _inplace=inplace)
+    return _unary_param(opname, input, float(bound), inplace=inplace)
 
 
 def clamp_min(input, min):  # noqa: A002
@@ -190,6 +190,14 @@ def clamp_min(input, min):  # noqa: A002
 
 def clamp_max(input, max):  # noqa: A002
     return _clamp_one("clamp_max", input, max)
+
+
+def clamp_min_(input, min):  # noqa: A002
+    return _clamp_one("clamp_min", input, min, inplace=True)
+
+
+def clamp_max_(input, max):  # noqa: A002
+    return _clamp_one("clamp_max", input, max, inplace=True)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -376,7 +384,8 @@ def einsum(equation, *operands):
 def install(g):
     T = Tensor
     for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
-                 "clamp", "clamp_", "clamp_min", "clamp_max", "maximum", "minimum"):
+                 "clamp", "clamp_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_",
+                 "maximum", "minimum"):
         setattr(T, name, globals()[name])
     T.clip, T.clip_ = clamp, clamp_
     for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",

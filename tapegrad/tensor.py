@@ -945,6 +945,7 @@ def _install():
             _inplace_method(BY_NAME[name + "_tensor"], name + "_"),
             _inplace_method(BY_NAME[name], name + "_"), name + "_"))
     T.arctan2, T.__mod__ = T.atan2, T.remainder
+    T.arctan2_, T.true_divide_ = T.atan2_, T.div_
     _FILL = _inplace_method(BY_NAME["fill_"], "fill_")
     T.fill_ = _fill_
     T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_")

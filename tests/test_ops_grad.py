@@ -491,6 +491,41 @@ def test_pow_in_place_gradcheck_and_names():
     assert i.tolist() == [1, 4, 9] and i.dtype is tg.int64
 
 
+def _more_inplace(lib, xs, ys):
+    x = lib.tensor(xs, requires_grad=True)
+    y = x * 1
+    assert y.clamp_min_(-0.5) is y and y.clamp_max_(1.0) is y
+    names = [y.grad_fn.name()]
+    y.true_divide_(lib.tensor(ys))
+    y.arctan2_(lib.tensor(ys))
+    names.append(y.grad_fn.name())
+    y.sum().backward()
+    i = lib.tensor([-3, 1, 5])
+    i.clamp_min_(0)
+    i.clamp_max_(4)
+    return names, y.detach().numpy(), x.grad.numpy(), i.tolist()
+
+
+def test_clamp_min_max_true_divide_arctan2_in_place():
+    xs, ys = away_from_zero((2, 3)), away_from_zero((3,), seed=1, lo=0.5)
+    names, y, g, ints = _more_inplace(tg, xs, ys)
+    assert names == ["ClampMaxBackward0", "Atan2Backward0"] and ints == [0, 1, 4]
+    c = np.clip(xs, -0.5, 1.0)
+    np.testing.assert_allclose(y, np.arctan2(c / ys, ys), rtol=1e-14)
+    assert_gradcheck(lambda a, b: a.clamp_min(-0.5).clamp_max(1.0).true_divide(b)
+                     .arctan2(b), leaf(xs), leaf(ys))
+    inside = (xs > -0.5) & (xs < 1.0)
+    t = c / ys
+    np.testing.assert_allclose(g, inside * (ys / (t * t + ys * ys)) / ys, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        leaf(xs).clamp_max_(0.0)
+    torch = pytest.importorskip("torch")
+    want = _more_inplace(torch, xs, ys)
+    assert want[0] == names and want[3] == ints
+    np.testing.assert_allclose(want[1], y, rtol=1e-14)
+    np.testing.assert_allclose(want[2], g, rtol=1e-14)
+
+
 def test_inplace_zero_fill_block_gradient():
     a = leaf(away_from_zero((2, 3)))
     y = a * 3.0
