@@ -100,7 +100,7 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
 # This process finishes first and imports PyTorch meanwhile (_prepare_peer).
 _MAIN_TASKS = ("op_entry", "replay", "op:cross_entropy_plain")
 _HELPER_TASKS = ("optim:adam", "op:linear", "sweep", "op:tanh")
-_EAGER_ENTRIES = ("drain_queue", "contiguous_id", "adopt")
+_EAGER_ENTRIES = ("drain_queue", "contiguous_id", "adopt", "bump_version_id")
 
 
 def _cached(directory, name):

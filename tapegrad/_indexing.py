@@ -14,7 +14,7 @@ from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE, RECORDING
 from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
-                     _is_scalar)
+                     _is_scalar, MULTI_VIEW_OPS)
 from .ops.registry import BY_NAME, OPS
 
 _FV = 16
@@ -480,11 +480,11 @@ def setitem(self, key, value):
     except ValueError:
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
                            f"broadcast to indexing result of shape {list(pos.shape)}") from None
+    advanced = any(_is_advanced(k) for k in key)
     try:        # a basic key writes through a view: PyTorch's CopySlices
-        _put(self, pos, v, op="index_put" if any(_is_advanced(k) for k in key)
-             else "copy_slices")
+        _put(self, pos, v, op="index_put" if advanced else "copy_slices")
     except RuntimeError as exc:
-        if "leaf Variable" in str(exc) and not any(_is_advanced(k) for k in key):
+        if "leaf Variable" in str(exc) and not advanced:
             # PyTorch writes x[basic key] through a view of x
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.") from None
@@ -519,9 +519,6 @@ def _constant(make):
     return make() if rec is None else rec.constant(make)
 
 
-_MULTI_VIEW = ("split", "split_with_sizes", "unbind")
-
-
 def write_through_view(op, a, b, s, flags, c, iargs, s2, fargs):
     """PyTorch's CopySlices: an in-place op that records on view a (of a tensor with a
     history, or with a value that requires grad) is a write into a's base. Here: the op
@@ -535,7 +532,7 @@ def write_through_view(op, a, b, s, flags, c, iargs, s2, fargs):
     if fl & L.FL_VIEWLEAF or not fl & (L.FL_VIEW | L.FL_PLAINVIEW) or M[a, L.M_BASE] < 0:
         return 1
     row = int(M[a, L.M_ROW])
-    if row >= 0 and OPS[int(E.tape[row, L.R_OP])].name in _MULTI_VIEW:
+    if row >= 0 and OPS[int(E.tape[row, L.R_OP])].name in MULTI_VIEW_OPS:
         return 1
     base = _adopt_ref(int(M[a, L.M_BASE]))
     if not base.is_contiguous():

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from ._engine import layout as L
+from ._engine import core
 from ._engine.state import RECORDING
 from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim
 from .ops.registry import BY_NAME
@@ -214,16 +215,9 @@ def _type_name(dt):
 
 
 def bump_version(t):
-    """An in-place write made in Python: core.bump_version's work, views made under
-    no_grad included (they become stale)."""
-    M = E.meta
-    vsid, sid = M[t._i, L.M_VSID], M[t._i, L.M_SID]
-    E.stor[vsid, L.S_VERSION] += 1
-    if E.stor[sid, L.S_HVIEWS] > 0:
-        fl = M[:, L.M_FLAGS]
-        stale = ((fl & L.FL_NOGRADVIEW != 0) & (M[:, L.M_SID] == sid)
-                 & (M[:, L.M_VSID] == vsid) & (M[:, L.M_REFS] > 0))
-        fl[stale] |= L.FL_STALE
+    """An in-place write made in Python: the engine's own bump (views made under no_grad
+    over the memory become stale)."""
+    E.entry(core.bump_version_id)(E.caddr, t._i)
 
 
 _KEEP_INT = {"neg", "abs", "sign", "clone", "relu", "floor", "ceil", "round"}

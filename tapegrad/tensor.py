@@ -582,6 +582,11 @@ def _dim(d, ndim, what=None):
     return d % n if ndim > 0 else 0
 
 
+# ops returning several views, which PyTorch refuses to write through (op name -> its
+# node's name in the message)
+MULTI_VIEW_OPS = {"split": "Split", "split_with_sizes": "SplitWithSizes", "unbind": "Unbind"}
+
+
 STALE_VIEW_MSG = (
     "A view was created in no_grad mode and its base or another view of its base has been "
     "modified inplace with grad mode enabled. Given that this use case is ambiguous and "
@@ -622,7 +627,7 @@ def op_error(exc, op, a, b):
     if code in (L.E_VIEW_INPLACE, L.E_LEAF_INPLACE) and E.meta[a, L.M_ROW] >= 0:
         row = int(E.meta[a, L.M_ROW])
         src = OPS[int(E.tape[row, L.R_OP])].name
-        multi = {"split": "Split", "split_with_sizes": "SplitWithSizes", "unbind": "Unbind"}
+        multi = MULTI_VIEW_OPS
         if src in multi:
             k = (int(E.tape[row, L.R_IATTR + 10]) if src != "unbind"
                  else int(E.meta[a, L.M_OIDX]))

@@ -431,6 +431,13 @@ def release_id(caddr, t):
 
 
 @jit_entry
+def bump_version_id(caddr, t):
+    """bump_version for a write Python made (nn.init, NumPy paths)."""
+    bump_version(ctx_of(caddr), t)
+    return 0
+
+
+@jit_entry
 def incref_meta(caddr, t):
     C = ctx_of(caddr)
     M = meta_of(C)
@@ -1151,9 +1158,11 @@ def _views_ready(C, a):
     n = stor_of(C)[M[a, M_SID], S_HVIEWS]
     if n == 0:
         return 0
-    if not is_contiguous(M, a) and _views_to_regen(C, a) > 0:
-        err_of(C)[0] = n
-        return E_VIEWS_LAYOUT
+    if not is_contiguous(M, a):
+        k = _views_to_regen(C, a)
+        if k > 0:
+            err_of(C)[0] = k
+            return E_VIEWS_LAYOUT
     op = C[C_AS_STRIDED]
     slot = op * NKSLOT + (1 if M[a, M_DTYPE] == F64 else 0)
     if fwd_table(C)[slot] == 0:

@@ -39,7 +39,8 @@ _ENTRY_SIGS = {"new_tensor": "int64(int64, int64, int64, boolean)",
                "add_to_edge": "int64(int64, int64, int64, int64)",
                "take_leaf_hook_grad": "int64(int64, int64)",
                "release_id": "int64(int64, int64)", "contiguous_id": "int64(int64, int64)",
-               "incref_meta": "int64(int64, int64)"}
+               "incref_meta": "int64(int64, int64)",
+               "bump_version_id": "int64(int64, int64)"}
 _SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
 
 
