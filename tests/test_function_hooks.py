@@ -206,7 +206,8 @@ def test_grad_fn_name_and_next_functions():
     h = a * 2
     y = F.Mul.apply(h, b, 3.0)
     node = y.grad_fn
-    assert node.name() == "MulBackward"
+    assert node.name() == type(node).__name__ == "MulBackward"
+    assert repr(node).startswith("<MulBackward object at ")
     (n0, i0), (n1, i1) = node.next_functions
     assert n0 is h.grad_fn and i0 == 0
     assert isinstance(n1, tg.autograd.AccumulateGrad) and n1.variable is b and i1 == 0

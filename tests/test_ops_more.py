@@ -915,6 +915,8 @@ def test_grad_fn_names_match_torch(case):
     ours = f(tg, mk(a, tg.float32, requires_grad=True))
     theirs = f(torch, torch.tensor(a, requires_grad=True))
     assert ours.grad_fn.name() == theirs.grad_fn.name()
+    assert type(ours.grad_fn).__name__ == type(theirs.grad_fn).__name__
+    assert isinstance(ours.grad_fn, tg.autograd.Node)
 
 
 # ------------------------------------------------------------------ against PyTorch

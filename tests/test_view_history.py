@@ -284,6 +284,8 @@ def test_an_in_place_op_on_a_view_writes_into_its_base():
     assert y.grad_fn.name() == "torch::autograd::CopySlices" and repr(y.grad_fn).startswith(
         "<CopySlices object at")
     assert v.grad_fn.name() == u.grad_fn.name() == "AsStridedBackward0"
+    assert type(y.grad_fn).__name__ == "CopySlices"
+    assert type(u.grad_fn) is type(v.grad_fn) and type(v.grad_fn).__name__ == "AsStridedBackward0"
     assert y._version == v._version == 1
     ((y * tg.arange(6.0).reshape(2, 3)).sum() + (u * u).sum()).backward()
     # dloss/dy = arange + 2u in column 0: [[8, 1, 2], [7, 4, 5]]; dy/dx = 2 (times w = 2

@@ -15,16 +15,21 @@ _NODES = weakref.WeakValueDictionary()
 _ACC = weakref.WeakValueDictionary()
 
 
+def _row_name(row):
+    op = OPS[int(engine().tape[row, L.R_OP])]
+    if op.kind == "python":
+        from .function import function_name
+        return function_name(row)
+    return op.grad_fn
+
+
 class Node:
-    """A backward function: one tape row."""
+    """A backward function: one tape row. Each backward name has its own subclass
+    (``type(y.grad_fn).__name__ == "MulBackward0"``), as PyTorch's nodes do."""
     __slots__ = ("_row", "__weakref__")
 
     def name(self):
-        op = OPS[int(engine().tape[self._row, L.R_OP])]
-        if op.kind == "python":
-            from .function import function_name
-            return function_name(self._row)
-        return op.grad_fn
+        return _row_name(self._row)
 
     @property
     def next_functions(self):
@@ -51,8 +56,7 @@ class Node:
         return tuple(out)
 
     def __repr__(self):
-        name = self.name().replace("torch::autograd::", "")
-        return f"<{name} object at {hex(id(self))}>"
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
 
     def __del__(self):
         try:
@@ -76,10 +80,21 @@ class AccumulateGrad:
         return f"<AccumulateGrad object at {hex(id(self))}>"
 
 
+_NODE_TYPES = {}
+
+
+def _node_type(name):
+    short = name.replace("torch::autograd::", "")
+    t = _NODE_TYPES.get(short)
+    if t is None:
+        t = _NODE_TYPES[short] = type(short, (Node,), {"__slots__": ()})
+    return t
+
+
 def node_for_row(row):
     n = _NODES.get(row)
     if n is None:
-        n = Node()
+        n = _node_type(_row_name(row))()
         n._row = row
         core.incref_row(engine().caddr, row)
         _NODES[row] = n
