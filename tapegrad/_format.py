@@ -43,9 +43,13 @@ def tensor_repr(t, values):
     extra = []
     if dt.name not in ("float32", "int64", "bool"):
         extra.append(f"dtype=tapegrad.{dt.name}")
-    fn = t.grad_fn
-    if fn is not None:
-        extra.append(f"grad_fn=<{fn.name()}>")
-    elif t.requires_grad:
-        extra.append("requires_grad=True")
+    try:
+        fn = t.grad_fn
+    except RuntimeError:        # a stale view made under no_grad: PyTorch prints this
+        extra.append("grad_fn=<Invalid>")
+    else:
+        if fn is not None:
+            extra.append(f"grad_fn=<{fn.name()}>")
+        elif t.requires_grad:
+            extra.append("requires_grad=True")
     return "tensor(" + body + "".join(", " + e for e in extra) + ")"

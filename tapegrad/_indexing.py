@@ -14,7 +14,7 @@ from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE, RECORDING
 from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
-                     _is_scalar, MULTI_VIEW_OPS)
+                     _is_scalar, MULTI_VIEW_OPS, view_of_leaf)
 from .ops.registry import BY_NAME, OPS
 
 _FV = 16
@@ -529,7 +529,7 @@ def write_through_view(op, a, b, s, flags, c, iargs, s2, fargs):
     is not contiguous (the caller raises its refusal), or another refusal's code."""
     M = E.meta
     fl = int(M[a, L.M_FLAGS])
-    if fl & L.FL_VIEWLEAF or not fl & (L.FL_VIEW | L.FL_PLAINVIEW) or M[a, L.M_BASE] < 0:
+    if view_of_leaf(a) or not fl & (L.FL_VIEW | L.FL_PLAINVIEW) or M[a, L.M_BASE] < 0:
         return 1
     row = int(M[a, L.M_ROW])
     if row >= 0 and OPS[int(E.tape[row, L.R_OP])].name in MULTI_VIEW_OPS:

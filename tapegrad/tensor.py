@@ -145,14 +145,17 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        if E.meta[self._i, L.M_ROW] >= 0:
-            return False
         _check_not_stale(self._i)
-        return True
+        return bool(E.meta[self._i, L.M_ROW] < 0)
 
     @property
     def requires_grad(self):
-        return bool(E.meta[self._i, L.M_FLAGS] & L.FL_REQ)
+        M, i = E.meta, self._i
+        if M[i, L.M_FLAGS] & L.FL_REQ:
+            return True
+        # a view without a history whose base requires grad (core.requires_grad_through_base)
+        b = M[i, L.M_BASE]
+        return bool(b >= 0 and M[i, L.M_ROW] < 0 and M[b, L.M_FLAGS] & L.FL_REQ)
 
     @requires_grad.setter
     def requires_grad(self, flag):
@@ -183,11 +186,9 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        _check_not_stale(self._i)
         r = E.meta[self._i, L.M_ROW]
-        if r < 0:
-            _check_not_stale(self._i)
-            return None
-        return graph.node_for_row(int(r))
+        return None if r < 0 else graph.node_for_row(int(r))
 
     @property
     def _version(self):
@@ -199,9 +200,9 @@ class Tensor:
 
     def retain_grad(self):
         _note_break("retain_grad() (a replay makes new tensors each step)")
-        m = E.meta[self._i]
-        if not m[L.M_FLAGS] & L.FL_REQ:
+        if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        m = E.meta[self._i]
         if m[L.M_ROW] >= 0 and not m[L.M_FLAGS] & L.FL_RETAIN:
             m[L.M_FLAGS] |= L.FL_RETAIN
             E.ctx[L.C_NRETAIN] += 1
@@ -609,6 +610,15 @@ def _nograd_view_msg(i, msg):
         "A view was created in"):]
 
 
+def view_of_leaf(a):
+    """A view of a leaf that requires grad (made of it, or before it was set to): PyTorch
+    refuses in-place ops on it in grad mode."""
+    M = E.meta
+    b = M[a, L.M_BASE]
+    return bool(M[a, L.M_FLAGS] & L.FL_VIEWLEAF or (
+        b >= 0 and M[b, L.M_FLAGS] & L.FL_REQ and M[b, L.M_ROW] < 0))
+
+
 def _check_not_stale(i):
     """PyTorch's refusal, when asked for the history of a view made under no_grad whose
     base (requiring grad) was modified in place since."""
@@ -637,7 +647,7 @@ def op_error(exc, op, a, b):
                                 "to be modified inplace. You should replace the inplace "
                                 "operation by an out-of-place one.")
     if code == L.E_VIEW_INPLACE:
-        if E.meta[a, L.M_FLAGS] & L.FL_VIEWLEAF:
+        if view_of_leaf(a):
             return RuntimeError("a view of a leaf Variable that requires grad is being used "
                                 "in an in-place operation.")
         base = int(E.meta[a, L.M_BASE])

@@ -919,6 +919,21 @@ def test_grad_fn_names_match_torch(case):
     assert isinstance(ours.grad_fn, tg.autograd.Node)
 
 
+@pytest.mark.parametrize("case", GRAD_FN_NAMES, ids=[c[0] for c in GRAD_FN_NAMES])
+def test_an_op_on_a_view_made_under_no_grad_records_with_no_edge_to_it(case):
+    """The view requires grad through its base, as in PyTorch; the gradient it would get
+    is dropped, and the backward runs."""
+    _, f, name = case
+    x = mk([[0.5, -1.5, 2.0], [1.0, 0.25, -0.75]], tg.float32, requires_grad=True)
+    with tg.no_grad():
+        v = x.view(2, 3)
+    assert v.requires_grad and v.is_leaf
+    out = f(tg, v)
+    assert out.requires_grad and out.grad_fn.name() == name
+    out.sum().backward()
+    assert x.grad is None and v.grad is None
+
+
 # ------------------------------------------------------------------ against PyTorch
 SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1e-3, 25.0, -25.0]
 # (id, expression run by both libraries on SPECIAL)

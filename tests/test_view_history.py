@@ -9,8 +9,9 @@ of another alias of the same memory (detach(), .data) do not.
 Checked here: exact values, finite differences (float64), grad_fn names, no-grad writes,
 which views belong to which base, the per-storage view count, flat memory in eager and
 replayed loops, the replay against eager, the refusal for a non-contiguous base,
-PyTorch's refusals for views made under no_grad, and in-place ops through views written
-into their base (PyTorch's CopySlices). Where torch is importable, the same
+PyTorch's refusals for views made under no_grad, views that require grad through their
+base with no edge to it, and in-place ops through views written into their base
+(PyTorch's CopySlices). Where torch is importable, the same
 programs are run through it.
 """
 import warnings
@@ -119,7 +120,10 @@ def test_views_of_another_alias_of_the_memory_are_not_the_bases_views():
         of_no_grad = x[0]
     x.add_(w)
     assert of_x.grad_fn.name() == "AsStridedBackward0"
-    assert not of_no_grad.requires_grad and not of_dd.requires_grad
+    assert not of_dd.requires_grad
+    # its base now requires grad (PyTorch says True), and moved on: PyTorch prints it so
+    assert of_no_grad.requires_grad
+    assert repr(of_no_grad) == "tensor([2., 2., 2.], grad_fn=<Invalid>)"
 
 
 def test_a_view_keeps_its_base_id_alive():
@@ -505,6 +509,93 @@ def _outcome(f):
     return r.tolist() if hasattr(r, "tolist") else r
 
 
+# ---- a view without a history whose base requires grad (made under no_grad, or before
+# its base was set to require grad): PyTorch reports it as requiring grad, and an op on it
+# records a node with no edge to it, so the gradient it would get is dropped
+def _names(node):
+    return (node.name(), [None if n is None else n.name() for n, _ in node.next_functions])
+
+
+def _views_whose_base_requires_grad(lib):
+    x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with lib.no_grad():
+        v = x[0:2]
+    p = lib.zeros(3)
+    q = p[1:]
+    p.requires_grad_()
+    seen = {"flags": [(t.requires_grad, t.is_leaf, t.grad_fn) for t in (v, q)]}
+    w = v[0]                                # made in grad mode, of v
+    seen["w"] = (w.requires_grad, w.is_leaf, _names(w.grad_fn))
+    seen["ops"] = [_names(f().grad_fn) for f in (
+        lambda: v * 2, lambda: v.exp(), lambda: lib.cat([v, x]), lambda: q * q)]
+    y = (v * 2).sum() + w * 3 + lib.cat([v, x]).sum() + (q * q).sum()
+    y.backward()
+    seen["grads"] = (x.grad.tolist(), v.grad, p.grad, q.grad)
+    seen["uses"] = [_outcome(f) for f in (
+        lambda: (v.exp() * 2).sum().backward(),
+        lambda: v.backward(lib.ones(2)),
+        lambda: lib.autograd.grad((v * v).sum(), [v]),
+        lambda: lib.autograd.grad((v * v).sum() + x.sum(), [x, v], allow_unused=True)[1],
+        lambda: v.retain_grad(),
+        lambda: q.mul_(2))]
+    hooked = []
+    v.register_hook(lambda g: hooked.append(g))
+    (v * 3).sum().backward()
+    seen["after"] = (x.grad.tolist(), v.retains_grad, hooked, repr(v).split(",")[-1])
+    p.requires_grad_(False)
+    v.requires_grad_(False)                 # (v's own flag: its base still requires grad)
+    seen["off"] = (q.requires_grad, v.requires_grad)
+    return seen
+
+
+def test_a_view_whose_base_requires_grad_requires_grad_and_drops_its_gradient():
+    seen = _views_whose_base_requires_grad(tg)
+    assert seen["flags"] == [(True, True, None)] * 2
+    assert seen["w"] == (True, False, ("SelectBackward0", [None]))
+    assert seen["ops"] == [("MulBackward0", [None, None]), ("ExpBackward0", [None]),
+                           ("CatBackward0", [None, "torch::autograd::AccumulateGrad"]),
+                           ("MulBackward0", [None, None])]
+    assert seen["grads"] == ([1.0, 1.0, 1.0], None, None, None)    # only cat's x
+    leaf_view = "a view of a leaf Variable that requires grad is being used in an in-place"
+    assert seen["uses"] == [
+        None,                               # runs; nothing reached
+        "element 0 of tensors does not require grad and does not have a grad_fn",
+        "The differentiated Tensor at index 0 appears to not have been used in the graph. "
+        "Set allow_unused=True if this is the desired behavior.",
+        None, None,                         # allow_unused; retain_grad on a leaf: no-op
+        leaf_view + " operation."]
+    assert seen["after"] == ([1.0, 1.0, 1.0], False, [], " requires_grad=True)")
+    assert seen["off"] == (False, True)
+
+
+def test_a_view_whose_base_requires_grad_through_a_function_and_a_replay():
+    from test_function_hooks import fns
+    x = tg.ones(3, requires_grad=True)
+    with tg.no_grad():
+        v = x[:2]
+    y = fns(tg).Double.apply(v)
+    assert y.requires_grad and y.grad_fn.next_functions == ((None, 0),)
+    y.sum().backward()
+    assert x.grad is None
+
+    w = tg.ones(2, requires_grad=True)
+
+    @tg.compile
+    def step(a):
+        loss = (a * v * w).sum()
+        loss.backward()
+        return loss
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in range(3):
+            w.grad = None
+            a = tg.full((2,), float(k + 1))
+            assert step(a).item() == 2.0 * (k + 1)
+            assert w.grad.tolist() == [k + 1.0] * 2 and x.grad is None
+    assert step.stats["replays"] == 2
+
+
 def test_the_same_programs_in_torch():
     torch = pytest.importorskip("torch")
     for lib in (tg, torch):
@@ -553,6 +644,10 @@ def test_the_same_programs_in_torch():
         assert w.grad.tolist() == [0.0, 1.0, 2.0]
 
     assert _hooks_and_retain_grad(tg) == _hooks_and_retain_grad(torch)
+    ours, theirs = _views_whose_base_requires_grad(tg), _views_whose_base_requires_grad(torch)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        assert ours[key] == theirs[key], key
     got, want = _written_graph(tg), _written_graph(torch)
     assert got[0] == want[0]
     assert got[1][:2] == want[1][:2]        # (tapegrad expands the value first)

@@ -254,6 +254,16 @@ def counted_views(C, sid):
 
 
 @jit
+def requires_grad_through_base(M, t):
+    """A view without a history whose base requires grad (one made under no_grad, or
+    before its base was set to require grad): PyTorch reports it as requiring grad, and
+    an op on it records a node with no edge to it, so the gradient it would get is
+    dropped."""
+    b = M[t, M_BASE]
+    return b >= 0 and M[t, M_ROW] < 0 and (M[b, M_FLAGS] & FL_REQ) != 0
+
+
+@jit
 def is_stale_view(M, u):
     return M[u, M_FLAGS] & FL_STALE and M[M[u, M_BASE], M_FLAGS] & FL_REQ
 
@@ -988,7 +998,9 @@ def _op(caddr, op, a, b, s, flags):
     need = 0          # what the gradients of the inputs that require grad will read
     if grad_on:
         for k in range(MAXIN):
-            if ids[k] >= 0 and (diff >> k) & 1 and M[ids[k], M_FLAGS] & (FL_REQ | FL_STALE):
+            if ids[k] < 0 or not (diff >> k) & 1:
+                continue
+            if M[ids[k], M_FLAGS] & (FL_REQ | FL_STALE):
                 if M[ids[k], M_FLAGS] & FL_STALE:
                     if is_stale_view(M, ids[k]) and not (inplace and k == 0):
                         err_of(C)[0] = ids[k]
@@ -997,6 +1009,8 @@ def _op(caddr, op, a, b, s, flags):
                         continue
                 record = True
                 need |= info[op, O_SAVES_IF + k]
+            elif requires_grad_through_base(M, ids[k]):
+                record = True       # (with no edge to it: nothing to save for it)
     if inplace:
         st = _inplace_check(C, a, b, grad_on, record)
         if st < 0:
@@ -1129,7 +1143,13 @@ def _op(caddr, op, a, b, s, flags):
             M[o, M_ROW] = r
             M[o, M_OIDX] = j
             T[r, R_REFS] += 1
-            if M[o, M_FLAGS] & (FL_VIEW | FL_HVIEW) == FL_VIEW:
+            fl = M[o, M_FLAGS]
+            nograd = ((fl & (FL_VIEW | FL_PLAINVIEW)) != 0
+                      and (M[a, M_FLAGS] & FL_NOGRADVIEW) != 0)
+            if nograd:          # a view, made in grad mode, of a view made under no_grad
+                M[o, M_FLAGS] |= FL_NOGRADVIEW
+                M[o, M_SRCOP] = op                  # (named in PyTorch's message)
+            if not fl & FL_HVIEW and ((fl & FL_VIEW) != 0 or nograd):
                 M[o, M_FLAGS] |= FL_HVIEW
                 stor_of(C)[M[o, M_SID], S_HVIEWS] += 1
         M[o, M_FLAGS] |= FL_REQ

@@ -78,7 +78,8 @@ def _roots_and_seeds(tensors, grad_tensors, what):
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
-        if not t.requires_grad:
+        if not engine().meta[t._i, L.M_FLAGS] & L.FL_REQ:   # (no edge: not t.requires_grad,
+            # which also holds for a view whose gradient would go nowhere; PyTorch refuses it)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
         if g is None:
