@@ -316,6 +316,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     s, e = _dim(start_dim, nd, "flatten"), _dim(end_dim, nd, "flatten")
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return input            # (PyTorch returns the tensor itself: no view, no node)
     sh = list(input.shape)
     n = 1
     for x in sh[s:e + 1]:

@@ -439,8 +439,17 @@ class Tensor:
     def cpu(self, memory_format=None):
         return self         # every tapegrad tensor is a CPU tensor, as PyTorch's cpu() keeps
 
-    def type(self):
-        return f"tapegrad.{self.dtype.tensor_type}"
+    def type(self, dtype=None, non_blocking=False):
+        """The type name, or (given a dtype or a name such as "torch.DoubleTensor") this
+        tensor cast to it: itself when it already has that dtype, as in PyTorch."""
+        if dtype is None:
+            return f"tapegrad.{self.dtype.tensor_type}"
+        if isinstance(dtype, str):
+            named = [d for d in D.BY_CODE if d.tensor_type == dtype.rpartition(".")[2]]
+            if not named or dtype.rpartition(".")[0] not in ("torch", "tapegrad"):
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = named[0]
+        return self.to(dtype)
 
 
 def _unpickle(cls, values, requires_grad):
@@ -674,9 +683,13 @@ def op_error(exc, op, a, b):
         da = D.BY_CODE[E.meta[a, L.M_DTYPE]]
         if sb is not None:
             db = D.BY_CODE[E.meta[b, L.M_DTYPE]]
-            if da is not db:
-                return TypeError(f"{name}: operands have dtypes {da.name} and {db.name}; mixed "
-                                 "dtypes are not supported yet, convert one with .to(dtype)")
+            if da is not db:        # (RuntimeError, as PyTorch's for mm, mv, dot, ...)
+                if name in ("mm", "matmul"):
+                    c = {"float32": "float", "float64": "double", "int64": "long"}
+                    return RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                                        f"{c.get(da.name, da.name)} != {c.get(db.name, db.name)}")
+                return RuntimeError(f"{name}: operands have dtypes {da.name} and {db.name}; "
+                                    "convert one with .to(dtype)")
         return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "
                          "point tensor")
     if code == L.E_STALE_VIEW:

@@ -726,3 +726,91 @@ def test_bmm_addmm_view_as_match_torch():
     x = tg.zeros(2, 3)
     assert x.view_as(tg.zeros(3, 2)).shape == (3, 2)
     assert x.reshape_as(tg.zeros(6)).shape == (6,)
+
+
+def _returns_itself(L):
+    """Which calls return the tensor itself in PyTorch (no view, no node), and .type()."""
+    a = L.ones(2, 3, requires_grad=True)
+    b = L.ones(4, requires_grad=True)
+    same = [a.flatten(1) is a, a.flatten(-1, -1) is a, L.flatten(b) is b, b.flatten() is b,
+            a.flatten() is a, a.float() is a, a.type(L.float32) is a,
+            a.type("torch.FloatTensor") is a]
+    cast = a.type(L.float64)
+    names = [cast.dtype is L.float64, cast.grad_fn.name(), a.type("torch.LongTensor").dtype is
+             L.int64, a.flatten().grad_fn.name(), tuple(L.tensor(2.0).flatten().shape)]
+    errors = []
+    for bad in ("foo", "torch.Foo", "numpy.FloatTensor"):
+        with pytest.raises(ValueError) as e:
+            a.type(bad)
+        errors.append(str(e.value))
+    b.flatten().sum().backward()                    # b itself: its gradient accumulates
+    return same, names, errors, b.grad.tolist()
+
+
+def test_flatten_of_one_dim_and_a_cast_to_the_same_dtype_return_the_tensor_itself():
+    same, names, errors, grad = _returns_itself(tg)
+    assert same == [True] * 4 + [False] + [True] * 3
+    assert names == [True, "ToCopyBackward0", True, "ViewBackward0", (1,)]
+    assert errors == ["invalid type: 'foo'", "invalid type: 'torch.Foo'",
+                      "invalid type: 'numpy.FloatTensor'"]
+    assert grad == [1.0] * 4
+    assert tg.ones(2).type() == "tapegrad.FloatTensor"
+
+
+def test_returning_the_tensor_itself_matches_torch():
+    torch = pytest.importorskip("torch")
+    assert _returns_itself(tg) == _returns_itself(torch)
+
+
+def _signed_zeros_hooks_and_casts(L):
+    """Found by a differential fuzz against PyTorch: signs of zero, atan2's gradient at
+    the origin, leaf hooks under autograd.grad, a gradient of another dtype, and the
+    error for mixed dtypes in mm."""
+    import math
+
+    def sgn(t):
+        return [math.copysign(1.0, v) for v in t.tolist()]
+    z = L.tensor([-0.0, 0.0, float("nan"), -2.0, 3.0], dtype=L.float64)
+    seen = {"abs": sgn(z.abs()[:2]), "relu": sgn(z.relu()[:2]), "sign": z.sign().tolist(),
+            "sign0": sgn(z.sign()[:3]), "cat": sgn(L.cat([z[:2], z[:1]])),
+            "stack": sgn(L.stack([z[:2]]).reshape(2))}
+    a = L.tensor([0.0, 1.0, 0.0], dtype=L.float64, requires_grad=True)
+    b = L.tensor([0.0, 1.0, -0.0], dtype=L.float64, requires_grad=True)
+    L.atan2(a, b).sum().backward()
+    seen["atan2"] = (a.grad.tolist(), b.grad.tolist())    # (values: the signs of 0 differ)
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = L.tensor([3.0, 4.0], requires_grad=True)
+    calls = []
+    x.register_hook(lambda g: calls.append("x") or g * 10)
+    y.register_hook(lambda g: calls.append("y"))
+    seen["grad_hooks"] = ([g.tolist() for g in L.autograd.grad((x * y).sum(), [x])],
+                          [g.tolist() for g in L.autograd.grad((x * y).sum(), [x, y])],
+                          calls, x.grad, y.grad)
+    w = L.tensor([1.0, 2.0], requires_grad=True)
+    w.double().backward(L.tensor([1, 2]))          # an int64 gradient for a float64 output
+    w.backward(L.tensor([0.5, 0.5], dtype=L.float64))
+    seen["cast"] = (w.grad.tolist(), w.grad.dtype is L.float32)
+    try:
+        L.ones(2, 3, dtype=L.float64) @ L.ones(3, 2)
+    except RuntimeError as e:
+        seen["mm"] = str(e)
+    return seen
+
+
+def test_signed_zeros_atan2_origin_leaf_hooks_in_grad_and_gradient_casts():
+    seen = _signed_zeros_hooks_and_casts(tg)
+    assert seen["abs"] == [1.0, 1.0] and seen["relu"] == [-1.0, 1.0]
+    assert seen["sign"][:2] == [0.0, 0.0] and seen["sign0"] == [1.0, 1.0, 1.0]
+    assert seen["cat"] == [-1.0, 1.0, -1.0] and seen["stack"] == [-1.0, 1.0]
+    assert seen["atan2"] == ([0.0, 0.5, 0.0], [0.0, -0.5, 0.0])      # not NaN at the origin
+    assert seen["grad_hooks"] == ([[30.0, 40.0]], [[30.0, 40.0], [1.0, 2.0]],
+                                  ["x", "x", "y"], None, None)
+    assert seen["cast"] == ([1.5, 2.5], True)
+    assert seen["mm"] == "expected m1 and m2 to have the same dtype, but got: double != float"
+
+
+def test_signed_zeros_hooks_and_casts_match_torch():
+    torch = pytest.importorskip("torch")
+    ours, theirs = _signed_zeros_hooks_and_casts(tg), _signed_zeros_hooks_and_casts(torch)
+    for key in theirs:
+        assert ours[key] == theirs[key], key

@@ -4,7 +4,7 @@ from .._engine.state import engine
 from ..ops.registry import OPS
 from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 from .graph import Node, AccumulateGrad
-from .function import Function, FunctionCtx, drive, _LEAF_HOOKS
+from .function import Function, FunctionCtx, drive, _LEAF_HOOKS, _apply_hooks
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode",
            "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad", "Function",
@@ -92,10 +92,7 @@ def _roots_and_seeds(tensors, grad_tensors, what):
             if g.shape != t.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                    f"{g.shape!r} and output[{i}] has a shape of {t.shape!r}.")
-            if g.dtype is not t.dtype:
-                raise TypeError(f"{what}: gradient has dtype {g.dtype.name} but the output is "
-                                f"{t.dtype.name}")
-            g = g.detach().contiguous()
+            g = g.detach().to(t.dtype).contiguous()     # (cast, as PyTorch does)
             keep.append(g)
             seeds.append(g._i)
         roots.append(t._i)
@@ -147,6 +144,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if gt >= 0:             # left over from a failed sweep
                 E.meta[i, L.M_GTMP] = -1
     by_id = {i: (_wrap(g) if g >= 0 else None) for i, g in zip(uniq, got)}
+    for i in uniq:          # a leaf's hooks see (and may replace) its gradient, as in PyTorch
+        hooks = _LEAF_HOOKS.get(i)
+        if hooks and by_id[i] is not None and E.meta[i, L.M_FLAGS] & L.FL_HOOK:
+            with no_grad():
+                by_id[i] = _apply_hooks(hooks, by_id[i]).detach()
     result = []
     for k, t in enumerate(inputs):
         g = by_id[t._i]

@@ -42,9 +42,10 @@ unary("sin", "SinBackward0", "sin(a)", "g * cos(a)")
 unary("cos", "CosBackward0", "cos(a)", "g * -sin(a)")
 unary("tanh", "TanhBackward0", "tanh(a)", "g * (one - out * out)")
 unary("sigmoid", "SigmoidBackward0", "one / (one + exp(-a))", "g * (one - out) * out")
-unary("relu", "ReluBackward0", "zero if a <= zero else a", "g if out > zero else zero")
+unary("relu", "ReluBackward0", "zero if a < zero else a",     # (-0. stays -0., as in PyTorch)
+      "g if out > zero else zero")
 unary("sqrt", "SqrtBackward0", "sqrt(a)", "g / (two * out)")
-unary("abs", "AbsBackward0", "a if a >= zero else -a", "g * sign(a)")
+unary("abs", "AbsBackward0", "abs(a)", "g * sign(a)")
 unary("clone", "CloneBackward0", "a", "g")
 unary("zero_", "ZeroBackward0", "zero", "zero")
 unary("fill_", "FillBackward2", "s", "zero")
@@ -57,7 +58,9 @@ unary("clamp_min", "ClampMinBackward0", "a if a != a else (s if s != s else max(
       "g if a >= s else zero", method=False)
 unary("clamp_max", "ClampMaxBackward0", "a if a != a else (s if s != s else min(a, s))",
       "g if a <= s else zero", method=False)
-unary("sign", "SignBackward0", "zero if a != a else sign(a)", "zero")
+unary("sign", "SignBackward0",
+      "one if a > zero else (-one if a < zero else zero)",   # NaN and -0. give +0.
+      "zero")
 unary("floor", "FloorBackward0", "floor(a)", "zero")
 unary("ceil", "CeilBackward0", "ceil(a)", "zero")
 unary("round", "RoundBackward0", "rint(a)", "zero")         # half to even, as PyTorch
@@ -111,8 +114,9 @@ binary("minimum", "MinimumBackward0", "a if (a != a or a < b) else b",
        "zero if a > b else (g * half if a == b else g)",
        "zero if a < b else (g * half if a == b else g)")
 # PyTorch's formulas (derivatives.yaml); b is a tensor element or the Python scalar
-binary("atan2", "Atan2Backward0", "arctan2(a, b)", "g * b * (one / (a * a + b * b))",
-       "g * -a * (one / (a * a + b * b))")
+binary("atan2", "Atan2Backward0", "arctan2(a, b)",     # (0 at a = b = 0, as PyTorch's)
+       "g * b * (zero if a * a + b * b == zero else one / (a * a + b * b))",
+       "g * -a * (zero if a * a + b * b == zero else one / (a * a + b * b))")
 binary("hypot", "HypotBackward0", "hypot(a, b)", "g * a / out", "g * b / out")
 # fmod and remainder: PyTorch names the tensor-divisor node ...Backward1, the scalar one
 # ...Backward0 (as pow / pow_tensor)

@@ -277,11 +277,16 @@ def cat_fwd(caddr, row):
     oshape = ia[FV + 1:FV + 1 + nd].copy()
     a0 = input_id(C, row, 0)
     dt = M[a0, M_DTYPE]
-    out = meta_contiguous(C, dt, nd, oshape, True)
+    out = meta_contiguous(C, dt, nd, oshape, False)
     if out < 0:
         return out
     ost = contiguous_strides(nd, oshape)
     n = M[out, M_NUMEL]
+    # the parts are added into -0., which keeps every value's sign (0. would turn -0. to 0.)
+    if dt == F32:
+        f32_at(data_addr(C, out), n)[:] = np.float32(-0.0)
+    else:
+        f64_at(data_addr(C, out), n)[:] = -0.0
     off = 0
     for k in range(T[row, R_NIN]):
         t = input_id(C, row, k)
