@@ -131,7 +131,15 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         raise NotImplementedError("norm(p='nuc') is not supported")
     elif isinstance(p, str):
         raise RuntimeError(f"norm(): unknown p {p!r}")
-    return _along("norm", input, _one_dim(dim, input.ndim, "norm"), keepdim, s=float(p))
+    d = _one_dim(dim, input.ndim, "norm")
+    p = float(p)
+    if p < 0 or p == math.inf:      # no identity: PyTorch refuses an empty reduction
+        where = ("an empty tensor because" if d < 0 else
+                 f"the dimension {d}because this dimension is empty and")   # (sic)
+        if (input.numel() if d < 0 else input.shape[d]) == 0:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {p:g} norm on {where} "
+                               "the operation does not have an identity")
+    return _along("norm", input, d, keepdim, s=p)
 
 
 # ---------------------------------------------------------------- elementwise with arguments

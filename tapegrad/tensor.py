@@ -683,11 +683,20 @@ def op_error(exc, op, a, b):
         da = D.BY_CODE[E.meta[a, L.M_DTYPE]]
         if sb is not None:
             db = D.BY_CODE[E.meta[b, L.M_DTYPE]]
-            if da is not db:        # (RuntimeError, as PyTorch's for mm, mv, dot, ...)
+            if da is not db:        # PyTorch's messages for mm, bmm, mv and dot
+                c = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+                ca, cb = c.get(da.name, da.name), c.get(db.name, db.name)
+                if name == "dot":
+                    return RuntimeError(f"dot : expected both vectors to have same dtype, but "
+                                        f"found {ca} and {cb}")
+                if name == "mv" or (name == "matmul" and len(sb) == 1 and len(sa) > 2):
+                    return RuntimeError(f"addmv input tensors must have the same dtype, but "
+                                        f"got {cb}, {ca}, and {cb}")
+                if name in ("mm", "matmul") and len(sb) > 2:
+                    return RuntimeError(f"expected scalar type {ca} but found {cb}")
                 if name in ("mm", "matmul"):
-                    c = {"float32": "float", "float64": "double", "int64": "long"}
                     return RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                                        f"{c.get(da.name, da.name)} != {c.get(db.name, db.name)}")
+                                        f"{ca.lower()} != {cb.lower()}")
                 return RuntimeError(f"{name}: operands have dtypes {da.name} and {db.name}; "
                                     "convert one with .to(dtype)")
         return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "

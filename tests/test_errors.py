@@ -136,6 +136,25 @@ CASES = [
      "element 0 of tensors does not require grad and does not have a grad_fn"),
     ("numpy_requires_grad", lambda L: L.ones(2, requires_grad=True).numpy(), RuntimeError,
      "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."),
+    # mixed dtypes in products: PyTorch's message depends on the kernel the shapes pick
+    ("dot_dtypes", lambda L: L.ones(3, dtype=L.float64) @ L.ones(3), RuntimeError,
+     "dot : expected both vectors to have same dtype, but found Double and Float"),
+    ("mv_dtypes", lambda L: L.mv(L.ones(2, 3), L.ones(3, dtype=L.float64)), RuntimeError,
+     "addmv input tensors must have the same dtype, but got Double, Float, and Double"),
+    ("matmul_3d_1d_dtypes", lambda L: L.ones(2, 2, 3, dtype=L.float64) @ L.ones(3),
+     RuntimeError, "addmv input tensors must have the same dtype, but got Float, Double, and "
+     "Float"),
+    ("mm_dtypes", lambda L: L.ones(2, 2, 3, dtype=L.float64) @ L.ones(3, 2), RuntimeError,
+     "expected m1 and m2 to have the same dtype, but got: double != float"),
+    ("bmm_dtypes", lambda L: L.ones(3, 2, dtype=L.float64) @ L.ones(2, 2, 3), RuntimeError,
+     "expected scalar type Double but found Float"),
+    # an inf or negative-p norm of an empty reduction has no value
+    ("norm_inf_empty", lambda L: L.zeros(0, 2).norm(float("inf")), RuntimeError,
+     "linalg.vector_norm cannot compute the inf norm on an empty tensor because the "
+     "operation does not have an identity"),
+    ("norm_negative_empty_dim", lambda L: L.zeros(0, 2).norm(-1.0, 0), RuntimeError,
+     "linalg.vector_norm cannot compute the -1 norm on the dimension 0because this dimension "
+     "is empty and the operation does not have an identity"),
 ]
 IDS = [c[0] for c in CASES]
 
