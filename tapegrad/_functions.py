@@ -29,7 +29,6 @@ __all__ = [  # noqa: F822  (the op spellings are installed from the op table at 
 _ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
 _BY_DIM = {name: BY_NAME[name + "_dim"] for name in ("sum", "mean")}
 _MW, _MN, _MDT = L.MW, L.M_NDIM, L.M_DTYPE
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
 
@@ -77,12 +76,12 @@ def _reduce(self, name, dim, keepdim, flag):
 
 def _int_reduce(self, name, dim, keepdim):
     """sum of an int or bool tensor: int64, by NumPy (no gradient to carry)."""
-    from ._promotion import from_array
+    from ._promotion import from_array, _type_name
     from .tensor import _numpy_view
     if name != "sum":
         raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: "
-                           f"{_TYPE_NAMES[self.dtype.name]}")
+                           f"{_type_name(self.dtype)}")
     a = _numpy_view(self)
     axis = None if dim is None else tuple(_dim(d, self.ndim, name) for d in
                                           (dim if isinstance(dim, (tuple, list)) else (dim,)))

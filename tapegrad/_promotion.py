@@ -211,7 +211,8 @@ def inplace(method, opname, a, b):
 
 
 def _type_name(dt):
-    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[dt.name]
+    """PyTorch's scalar type name in messages: Float, Double, Long, Bool."""
+    return dt.tensor_type[:-len("Tensor")]
 
 
 def bump_version(t):

@@ -684,8 +684,8 @@ def op_error(exc, op, a, b):
         if sb is not None:
             db = D.BY_CODE[E.meta[b, L.M_DTYPE]]
             if da is not db:        # PyTorch's messages for mm, bmm, mv and dot
-                c = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
-                ca, cb = c.get(da.name, da.name), c.get(db.name, db.name)
+                from ._promotion import _type_name
+                ca, cb = _type_name(da), _type_name(db)
                 if name == "dot":
                     return RuntimeError(f"dot : expected both vectors to have same dtype, but "
                                         f"found {ca} and {cb}")
