@@ -774,7 +774,8 @@ def grad_for_write(C, r, k, dense):
     base = R_IN + k * IW
     pr = T[r, base + IN_ROW]
     t = T[r, base + IN_T]
-    if dense and pr >= 0 and T[pr, R_GBUF] < 0 and T[pr, R_NOUT] == 1:
+    if (dense and pr >= 0 and T[pr, R_GBUF] < 0 and T[pr, R_NOUT] == 1
+            and T[pr, R_STATE] & RS_MARK):
         if not new_row_gbuf(C, pr, False):
             return 0, False
         return stor_of(C)[T[pr, R_GBUF], S_ADDR], True
@@ -1313,6 +1314,14 @@ def leaf_grad_addr(C, t):
             S[sid, S_REFS] = 1
             M[t, M_GTMP] = sid
         return S[sid, S_ADDR]
+    return grad_attr_addr(C, t)
+
+
+@jit
+def grad_attr_addr(C, t):
+    """Address of t.grad's data, made zeroed on first use (its version moves otherwise);
+    0 when out of memory."""
+    M = meta_of(C)
     g = M[t, M_GRAD]
     if g < 0:
         g = new_leaf_grad(C, t, True)
@@ -1330,7 +1339,9 @@ def edge_grad_addr(C, r, k):
     T = tape_of(C)
     base = R_IN + k * IW
     pr = T[r, base + IN_ROW]
-    if pr >= 0:
+    if pr >= 0:     # (a row autograd.grad pruned is outside the sweep: nothing goes there)
+        if not T[pr, R_STATE] & RS_MARK:
+            return 0
         return row_grad_addr(C, pr, T[r, base + IN_OIDX])
     t = T[r, base + IN_T]
     if t < 0:
@@ -1366,22 +1377,79 @@ def _deliver(C, m, r):
     T = tape_of(C)
     n = out_numel(T, r)
     src = row_grad_addr(C, r, M[m, M_OIDX])
-    if C[C_MODE] == MODE_GRAD:
-        dst = leaf_grad_addr(C, m) if M[m, M_FLAGS] & FL_CAPTURE else 0
-    elif M[m, M_FLAGS] & FL_RETAIN:
+    if C[C_MODE] == MODE_GRAD and M[m, M_FLAGS] & FL_CAPTURE:
         dst = leaf_grad_addr(C, m)
-    else:
-        dst = 0
-    if dst != 0:
-        add_into(T[r, R_ODTYPE], dst, src, n)
+        if dst != 0:
+            add_into(T[r, R_ODTYPE], dst, src, n)
+    if M[m, M_FLAGS] & FL_RETAIN:      # (autograd.grad fills retained grads too, as PyTorch)
+        dst = grad_attr_addr(C, m)
+        if dst != 0:
+            add_into(T[r, R_ODTYPE], dst, src, n)
 
 
 @jit
 def _unmark(T, rows, n):
     for j in range(n):
         r = rows[j]
-        T[r, R_STATE] &= ~RS_MARK
+        T[r, R_STATE] &= ~(RS_MARK | RS_NORUN)
         T[r, R_DEPS] = 0
+
+
+@jit
+def _prune_to_captures(C, rows, stack, nm):
+    """autograd.grad: keep only the marked rows on a path to a captured tensor, as
+    PyTorch's engine does, so an unrelated branch is neither run (its hooks, its version
+    checks, its release) nor charged. A kept row is needed (an input leads to a capture)
+    or only captured at (RS_NORUN). Orders the rows consumers-first with R_DEPS (Kahn),
+    decides them producers-first, and returns the kept count, compacted in rows."""
+    T = tape_of(C)
+    M = meta_of(C)
+    ns = 0
+    for j in range(nm):
+        if T[rows[j], R_DEPS] == 0:
+            stack[ns] = rows[j]
+            ns += 1
+    n = 0
+    while ns > 0:
+        ns -= 1
+        r = stack[ns]
+        rows[n] = r
+        n += 1
+        for k in range(T[r, R_NIN]):
+            pr = T[r, R_IN + k * IW + IN_ROW]
+            if pr >= 0:
+                T[pr, R_DEPS] -= 1
+                if T[pr, R_DEPS] == 0:
+                    stack[ns] = pr
+                    ns += 1
+    for j in range(nm):
+        r = rows[j]
+        for k in range(T[r, R_NIN]):
+            pr = T[r, R_IN + k * IW + IN_ROW]
+            if pr >= 0:
+                T[pr, R_DEPS] += 1
+    for j in range(nm - 1, -1, -1):
+        r = rows[j]
+        needed = False
+        for k in range(T[r, R_NIN]):
+            pr = T[r, R_IN + k * IW + IN_ROW]
+            t = T[r, R_IN + k * IW + IN_T]
+            if pr >= 0:
+                needed = needed or (T[pr, R_STATE] & RS_MARK) != 0
+            elif t >= 0:
+                needed = needed or (M[t, M_FLAGS] & FL_CAPTURE) != 0
+        if needed:
+            T[r, R_STATE] &= ~RS_NORUN
+        elif not T[r, R_STATE] & RS_NORUN:
+            T[r, R_STATE] &= ~RS_MARK
+            T[r, R_DEPS] = 0
+    kept = 0
+    for j in range(nm):
+        r = rows[j]
+        if T[r, R_STATE] & RS_MARK:
+            rows[kept] = r
+            kept += 1
+    return kept
 
 
 @jit_entry
@@ -1428,6 +1496,12 @@ def sweep(caddr, nroots, ncap, mode, retain):
                     nm += 1
                     stack[ns] = pr
                     ns += 1
+    if mode == MODE_GRAD:
+        for i in range(ncap):
+            r = M[I[2 * nroots + i], M_ROW]
+            if r >= 0 and T[r, R_STATE] & RS_MARK:
+                T[r, R_STATE] |= RS_NORUN       # captured at (until found needed)
+        nm = _prune_to_captures(C, rows, stack, nm)
     # every check before any gradient is written: room for a gradient buffer per row and
     # per leaf edge, kernels present, saved tensors intact
     need = nroots + ncap + 8
@@ -1446,6 +1520,8 @@ def sweep(caddr, nroots, ncap, mode, retain):
     for j in range(nm):
         r = rows[j]
         op = T[r, R_OP]
+        if T[r, R_STATE] & RS_NORUN:
+            continue
         if T[r, R_STATE] & RS_RELEASED:
             _unmark(T, rows, nm)
             E[0] = r
@@ -1495,9 +1571,10 @@ def sweep(caddr, nroots, ncap, mode, retain):
         if r >= 0 and T[r, R_STATE] & RS_MARK:
             deliver[nd_] = m
             nd_ += 1
-    if C[C_NRETAIN] > 0 and mode == MODE_BACKWARD:
+    if C[C_NRETAIN] > 0:
         for m in range(C[C_META_CAP]):
-            if M[m, M_REFS] > 0 and M[m, M_FLAGS] & FL_RETAIN:
+            if (M[m, M_REFS] > 0 and M[m, M_FLAGS] & FL_RETAIN
+                    and not (mode == MODE_GRAD and M[m, M_FLAGS] & FL_CAPTURE)):
                 r = M[m, M_ROW]
                 if r >= 0 and T[r, R_STATE] & RS_MARK:
                     deliver[nd_] = m
@@ -1508,6 +1585,8 @@ def sweep(caddr, nroots, ncap, mode, retain):
         seed = I[nroots + i]
         r = M[t, M_ROW]
         if r >= 0:
+            if not T[r, R_STATE] & RS_MARK:     # (pruned by autograd.grad)
+                continue
             dst = row_grad_addr(C, r, M[t, M_OIDX])
         else:
             dst = leaf_grad_addr(C, t)
@@ -1566,21 +1645,23 @@ def _sweep_loop(caddr):
             ns -= 1
             r = stack[ns]
             resumed = False
+        norun = (T[r, R_STATE] & RS_NORUN) != 0
         if T[r, R_GBUF] >= 0 and status == 0:
             op = T[r, R_OP]
             py = info[op, O_KIND] == KIND_PY
-            if (py or T[r, R_STATE] & RS_HOOK) and not resumed:
+            if ((py and not norun) or T[r, R_STATE] & RS_HOOK) and not resumed:
                 W_[SW_NS] = ns
                 W_[SW_ND] = nd_
                 W_[SW_STATUS] = status
                 W_[SW_PENDING] = r
                 E[0] = r
-                E[1] = (CB_FUNCTION if py else 0) | (CB_HOOKS if T[r, R_STATE] & RS_HOOK else 0)
+                E[1] = ((CB_FUNCTION if py and not norun else 0)
+                        | (CB_HOOKS if T[r, R_STATE] & RS_HOOK else 0))
                 return E_CALLBACK
             for q in range(nd_):
                 if M[deliver[q], M_ROW] == r:
                     _deliver(C, deliver[q], r)
-            if not py:          # (a Function's backward already ran, in Python)
+            if not py and not norun:    # (a Function's backward already ran, in Python)
                 fn = bwd[op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)]
                 if info[op, O_KIND] == KIND_EW:
                     ew_backward_prep(C, r)
@@ -1590,6 +1671,13 @@ def _sweep_loop(caddr):
                 if st != K_OK:
                     status = st if st < 0 else E_KERNEL
                     E[0] = r
+        T[r, R_STATE] &= ~(RS_MARK | RS_NORUN)
+        if T[r, R_GBUF] >= 0:
+            sid = T[r, R_GBUF]
+            T[r, R_GBUF] = -1
+            decref(C, KIND_STOR, sid)
+        if norun:           # (its inputs were pruned: nothing waits on it)
+            continue
         for k in range(T[r, R_NIN]):
             pr = T[r, R_IN + k * IW + IN_ROW]
             if pr >= 0:
@@ -1597,11 +1685,6 @@ def _sweep_loop(caddr):
                 if T[pr, R_DEPS] == 0:
                     stack[ns] = pr
                     ns += 1
-        T[r, R_STATE] &= ~RS_MARK
-        if T[r, R_GBUF] >= 0:
-            sid = T[r, R_GBUF]
-            T[r, R_GBUF] = -1
-            decref(C, KIND_STOR, sid)
         if not retain:
             had = (T[r, R_STATE] & RS_SCALAR) != 0
             for k in range(T[r, R_NIN]):
@@ -1671,7 +1754,7 @@ def sweep_abort(caddr):
         return 0
     for j in range(W_[SW_NM]):
         r = B[3 * cap + j]
-        T[r, R_STATE] &= ~RS_MARK
+        T[r, R_STATE] &= ~(RS_MARK | RS_NORUN)
         T[r, R_DEPS] = 0
         if T[r, R_GBUF] >= 0:
             sid = T[r, R_GBUF]

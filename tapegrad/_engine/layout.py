@@ -97,6 +97,9 @@ RS_LIVE = 8
 RS_HOOK = 32     # an output has tensor hooks: the sweep pauses before the row runs
 RS_SCALAR = 16   # its gradient reads the Python scalar operand (PyTorch saves that as a
                  # tensor, so a second backward through the row raises there too)
+RS_NORUN = 64    # autograd.grad: an output is captured but no input leads to a captured
+                 # tensor, so the row's hooks run and its gradient is taken, and its
+                 # backward does not run (nor is it version-checked or released)
 
 # ---- ctx[...]: one int64 array the kernels receive by address -------------------
 C_META, C_META_CAP = 0, 1
