@@ -21,10 +21,10 @@ E.on_ready.append(_rebind)
 from .ops.registry import BY_NAME, OPS
 
 __all__ = [  # noqa: F822  (the op spellings are installed from the op table at import)
-    "sum", "mean", "max", "min", "matmul", "mm", "dot", "mv", "reshape", "transpose",
-           "permute", "t", "unbind", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu",
-           "sqrt", "abs", "neg", "add", "sub", "mul", "div", "pow", "true_divide", "clone",
-           "reciprocal", "flatten"]
+    "sum", "mean", "max", "min", "amax", "amin", "matmul", "mm", "dot", "mv", "reshape",
+    "transpose", "permute", "t", "unbind", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu",
+    "sqrt", "abs", "neg", "add", "sub", "mul", "div", "pow", "true_divide", "clone", "reciprocal",
+    "flatten"]
 
 _ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
 _BY_DIM = {name: BY_NAME[name + "_dim"] for name in ("sum", "mean")}
@@ -181,6 +181,42 @@ max = _extreme("max", _max_ret, 0)  # noqa: A001
 min = _extreme("min", _min_ret, 1)  # noqa: A001
 
 
+def _amax_like(name, flag):
+    def fn(input, dim=(), keepdim=False):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        if not (isinstance(dim, (tuple, list)) or dim.__class__ is int
+                or isinstance(dim, np.integer)):
+            raise TypeError(f"{name}(): argument 'dim' (position 1) must be tuple of ints, "
+                            f"not {type(dim).__name__}")
+        nd = input.ndim
+        mask = _dims_mask(dim, nd, name)
+        reduced = [d for d in range(nd) if mask >> d & 1]
+        if input.numel() == 0:
+            if len(reduced) == nd or nd == 0:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                                   "input.numel() == 0. Specify the reduction dim with the "
+                                   "'dim' argument.")
+            for d in reduced:
+                if input.shape[d] == 0:
+                    raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero "
+                                     "size.")
+        if not input.dtype.is_floating_point:
+            from ._promotion import from_array
+            from .tensor import _numpy_view
+            a = _numpy_view(input)
+            f = np.max if name == "amax" else np.min
+            return from_array(np.asarray(f(a, axis=tuple(reduced), keepdims=bool(keepdim))))
+        return _wrap(_run_reduction(BY_NAME[name], input._i, mask, int(bool(keepdim)), flag))
+    fn.__name__ = name
+    return fn
+
+
+amax = _amax_like("amax", 0)
+amin = _amax_like("amin", 1)
+
+
 def matmul(input, other):
     if not isinstance(other, Tensor) or not isinstance(input, Tensor):
         raise TypeError("matmul(): arguments must be Tensors")
@@ -296,16 +332,33 @@ def view(self, *shape):
         raise NotImplementedError("view(dtype) is not supported")
     shape = _resolve_shape(shape, self.numel(), "view")
     if not self.is_contiguous():
-        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
-                           "least one dimension spans across two contiguous subspaces). Use "
-                           ".reshape(...) instead.")
+        v = _strided_view(self, shape, "view_strided")
+        if v is None:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                               "(at least one dimension spans across two contiguous subspaces). "
+                               "Use .reshape(...) instead.")
+        return v
     return _wrap(run(BY_NAME["view"], self._i, iargs=[len(shape)] + shape))
+
+
+def _strided_view(t, shape, opname):
+    """A view of a strided t as shape, if its layout allows one (else None)."""
+    from ._indexing import _layout, _view, view_strides, _contiguous_strides
+    old, st, off = _layout(t)
+    new_st = view_strides(old, st, shape)
+    if new_st is None:
+        return None
+    return _view(t, opname, shape, new_st, off, _contiguous_strides(shape), 0)
 
 
 def reshape(input, *shape):
     shape = _resolve_shape(shape, input.numel(), "reshape")
-    op = BY_NAME["view" if input.is_contiguous() else "reshape_copy"]
-    return _wrap(run(op, input._i, iargs=[len(shape)] + shape))
+    if input.is_contiguous():
+        return _wrap(run(BY_NAME["view"], input._i, iargs=[len(shape)] + shape))
+    v = _strided_view(input, shape, "reshape_alias")    # (PyTorch's reshape is a view
+    if v is not None:                                   # whenever one exists)
+        return v
+    return _wrap(run(BY_NAME["reshape_copy"], input._i, iargs=[len(shape)] + shape))
 
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -458,7 +511,7 @@ def install():
     T = Tensor
     for name in ("sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "reshape",
                  "flatten", "permute", "transpose", "t", "expand", "expand_as", "unbind",
-                 "repeat"):
+                 "repeat", "amax", "amin"):
         setattr(T, name, g[name])
     T.__matmul__ = matmul
     T.__rmatmul__ = lambda self, other: matmul(other, self)

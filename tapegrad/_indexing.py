@@ -35,6 +35,39 @@ def _contiguous_strides(shape):
     return st[::-1]
 
 
+def view_strides(shape, strides, new):
+    """The strides of a view of a tensor (shape, strides) as shape `new`, or None when a
+    dim of `new` would span elements that are not evenly spaced (PyTorch's
+    computeStride): dims can merge only where the memory is evenly spaced, and split
+    anywhere, so view() works on slices, transposes and expands where their layout allows
+    it, and reshape() of such a tensor is a view as in PyTorch."""
+    if not shape:
+        return [1] * len(new)
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0:
+        return list(strides) if list(shape) == list(new) else _contiguous_strides(
+            [max(n, 1) for n in new])
+    out = [0] * len(new)
+    vd = len(new) - 1
+    chunk = strides[-1]
+    tn = vn = 1
+    for td in range(len(shape) - 1, -1, -1):
+        tn *= shape[td]
+        if td == 0 or (shape[td - 1] != 1 and strides[td - 1] != tn * chunk):
+            while vd >= 0 and (vn < tn or new[vd] == 1):
+                out[vd] = vn * chunk
+                vn *= new[vd]
+                vd -= 1
+            if vn != tn:
+                return None
+            if td > 0:
+                chunk = strides[td - 1]
+                tn = vn = 1
+    return out if vd == -1 else None
+
+
 PIECE = 10      # int attribute holding which output of a split a view is (for messages)
 
 
@@ -662,9 +695,9 @@ def _join_check(tensors, fn):
 
 
 def cat(tensors, dim=0):
-    ts, rt = _join_check(tensors, "cat")
-    # PyTorch skips legacy empty 1-D tensors
-    ts = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)] or ts[:1]
+    given, rt = _join_check(tensors, "cat")
+    # PyTorch skips legacy empty 1-D tensors in the checks (they stay in the graph)
+    ts = [t for t in given if not (t.ndim == 1 and t.shape[0] == 0)] or given[:1]
     nd = ts[0].ndim
     d = _dim(dim, nd, "cat")
     ref = list(ts[0].shape)
@@ -680,6 +713,11 @@ def cat(tensors, dim=0):
     if not rt.is_floating_point:
         from ._promotion import from_array
         return from_array(np.concatenate([_numpy_view(t) for t in ts], axis=d))
+    if len(ts) < len(given) and any(t.requires_grad for t in given):
+        empty = ref[:d] + [0] + ref[d + 1:]     # a skipped tensor's (empty) gradient
+        kept = {id(t) for t in ts}              # still reaches it, as in PyTorch
+        ts = [t if id(t) in kept else t.reshape(empty) for t in given
+              if id(t) in kept or t.requires_grad]
     return _join(ts, d, False)
 
 

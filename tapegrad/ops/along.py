@@ -355,11 +355,22 @@ def prod_bwd(caddr, row):
 # ---------------------------------------------------------------- var / std
 # kind [3]: 0 var, 1 std; [2] the correction
 @jit
-def _moments(X, p, step, m):
+def _mean(X, p, step, m):
+    """The mean, corrected by the mean of the residuals: exact for a line of equal values
+    (PyTorch's Welford mean is, so their variance is exactly 0 there too)."""
     mean = 0.0
     for j in range(m):
         mean += X[p + j * step]
     mean /= m
+    r = 0.0
+    for j in range(m):
+        r += X[p + j * step] - mean
+    return mean + r / m
+
+
+@jit
+def _moments(X, p, step, m):
+    mean = _mean(X, p, step, m)
     ss = 0.0
     for j in range(m):
         d = X[p + j * step] - mean
@@ -401,16 +412,18 @@ def var_bwd(caddr, row):
     S = _saved_values(C, T[row, R_OSAVED], -1)[0] if is_std else G
     dof = m - corr
     for k in range(b.shape[0]):
-        mean = 0.0
+        mean = _mean(X, xb[k], xstep, m)
+        g = G[k]
+        if is_std:      # PyTorch's std_backward: var's, of g / (2 std), 0 where std == 0
+            g = g / (2.0 * S[k]) if S[k] != 0.0 else 0.0
         for j in range(m):
-            mean += X[xb[k] + j * xstep]
-        mean /= m
-        if is_std:
-            c = G[k] / (dof * S[k]) if S[k] != 0.0 else 0.0    # PyTorch masks std == 0
-        else:
-            c = 2.0 * G[k] / dof
-        for j in range(m):
-            GA[b[k] + j * step] = c * (X[xb[k] + j * xstep] - mean)
+            x = X[xb[k] + j * xstep]
+            if dim < 0 and dof <= 0:
+                # PyTorch's var_backward without a dim: 2 / 0 times (x - mean), with
+                # NaN where x == mean (inf * 0), inf elsewhere
+                GA[b[k] + j * step] = g * (np.nan if x == mean else np.inf)
+            else:
+                GA[b[k] + j * step] = 2.0 / dof * g * (x - mean)
     _accumulate(dt, ga, GA)
     return K_OK
 

@@ -1,4 +1,5 @@
-"""Reductions: sum, mean, max, min (over everything, or over dims with keepdim).
+"""Reductions: sum, mean, max, min, amax, amin (over everything, or over dims with
+keepdim).
 
 Row int attributes: [0] bit mask of reduced dims, [1] keepdim, [2] 1 for mean (sum)
 or for min (max). Partial sums accumulate in float64, like PyTorch's float32 sums
@@ -337,6 +338,105 @@ def extreme_all_bwd(caddr, row):
     return K_OK
 
 
+# ------------------------------------------------------------------ amax / amin
+@jit
+def _step(idx, shape, ast, ost, px, py):
+    """Advance a row-major multi-index over shape one element; returns the new offsets
+    with strides ast (the input) and ost (the output seen from the input)."""
+    d = shape.shape[0] - 1
+    while d >= 0:
+        idx[d] += 1
+        px += ast[d]
+        py += ost[d]
+        if idx[d] < shape[d]:
+            break
+        px -= ast[d] * shape[d]
+        py -= ost[d] * shape[d]
+        idx[d] = 0
+        d -= 1
+    return px, py
+
+
+@jit
+def _amax_into(A, shape, ast, ost, O, is_min):
+    seen = np.zeros(O.shape[0], np.bool_)
+    idx = np.zeros(max(shape.shape[0], 1), np.int64)
+    px = 0
+    py = 0
+    for _ in range(numel(shape)):
+        v = A[px]
+        if not seen[py] or _better(v, O[py], is_min):
+            O[py] = v
+            seen[py] = True
+        px, py = _step(idx, shape, ast, ost, px, py)
+
+
+def amax_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    a, dt, mask, shape, ast, oshape, ost = _reduction_input(C, row)
+    if dt < 0:
+        return E_DTYPE
+    out = make_output(C, dt, oshape.shape[0], oshape)
+    if out < 0:
+        return out
+    n = M[out, M_NUMEL]
+    is_min = T[row, R_IATTR + 2] != 0
+    if dt == F32:
+        _amax_into(f32_at(data_addr(C, a), span(M, a)), shape, ast, ost,
+                   f32_at(data_addr(C, out), n), is_min)
+    else:
+        _amax_into(f64_at(data_addr(C, a), span(M, a)), shape, ast, ost,
+                   f64_at(data_addr(C, out), n), is_min)
+    return set_outputs1(C, out)
+
+
+@jit
+def _amax_grad(A, shape, ast, ost, O, G, GA):
+    """PyTorch's amax/amin gradient: each output's gradient split evenly among the inputs
+    equal to it, written as g / count * hit, so a NaN result (no input equals it) gives
+    its whole line NaN, as PyTorch's does."""
+    nd = shape.shape[0]
+    count = np.zeros(O.shape[0], np.float64)
+    idx = np.zeros(max(nd, 1), np.int64)
+    px = 0
+    py = 0
+    n = numel(shape)
+    for _ in range(n):
+        if A[px] == O[py]:
+            count[py] += 1.0
+        px, py = _step(idx, shape, ast, ost, px, py)
+    px = 0
+    py = 0
+    for k in range(n):
+        hit = 1.0 if A[px] == O[py] else 0.0
+        GA[k] += G[py] / count[py] * hit
+        px, py = _step(idx, shape, ast, ost, px, py)
+
+
+def amax_bwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return K_OK
+    sa = T[row, R_IN + IN_SAVED]
+    so = T[row, R_OSAVED]
+    shape, ast, oshape, ost = _reduced_layout(M, sa, T[row, R_IATTR], T[row, R_IATTR + 1])
+    n = M[sa, M_NUMEL]
+    no = M[so, M_NUMEL]
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _amax_grad(f32_at(data_addr(C, sa), span(M, sa)), shape, ast, ost,
+                   f32_at(data_addr(C, so), no), f32_at(g, no), f32_at(ga, n))
+    else:
+        _amax_grad(f64_at(data_addr(C, sa), span(M, sa)), shape, ast, ost,
+                   f64_at(data_addr(C, so), no), f64_at(g, no), f64_at(ga, n))
+    return K_OK
+
+
 @jit
 def _advance_skipping(idx, shape, skip):
     """Step a row-major multi-index over every dim except skip."""
@@ -477,3 +577,5 @@ _reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd",
            saves_if={0: ("out",)}, saved_out=1)          # the indices
 _reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd",
            saves_if={0: ("out",)}, saved_out=1)
+_reduction("amax", "AmaxBackward0", "amax_fwd", "amax_bwd", saves_if={0: ("a", "out")})
+_reduction("amin", "AminBackward0", "amax_fwd", "amax_bwd", saves_if={0: ("a", "out")})

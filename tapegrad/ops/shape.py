@@ -410,6 +410,9 @@ for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0
                         ("squeeze", "SqueezeBackward0"), ("squeeze_dim", "SqueezeBackward1"),
                         ("squeeze_dims", "SqueezeBackward2"), ("split", "SplitBackward0"),
                         ("split_with_sizes", "SplitWithSizesBackward0"),
+                        # view/reshape of a strided tensor whose layout allows a view
+                        ("view_strided", "ViewBackward0"),
+                        ("reshape_alias", "ReshapeAliasBackward0"),
                         # a view's history re-derived after its base changed in place
                         # (core._regen_views makes these rows, no Python call does)
                         ("as_strided", "AsStridedBackward0")):
