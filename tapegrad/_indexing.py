@@ -14,8 +14,8 @@ from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE, RECORDING
 from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
-                     _is_scalar, MULTI_VIEW_OPS, view_of_leaf)
-from .ops.registry import BY_NAME, OPS
+                     _is_scalar, multi_view_output, view_of_leaf)
+from .ops.registry import BY_NAME
 
 _FV = 16
 
@@ -564,8 +564,7 @@ def write_through_view(op, a, b, s, flags, c, iargs, s2, fargs):
     fl = int(M[a, L.M_FLAGS])
     if view_of_leaf(a) or not fl & (L.FL_VIEW | L.FL_PLAINVIEW) or M[a, L.M_BASE] < 0:
         return 1
-    row = int(M[a, L.M_ROW])
-    if row >= 0 and OPS[int(E.tape[row, L.R_OP])].name in MULTI_VIEW_OPS:
+    if multi_view_output(a) is not None:
         return 1
     base = _adopt_ref(int(M[a, L.M_BASE]))
     if not base.is_contiguous():
@@ -573,6 +572,8 @@ def write_through_view(op, a, b, s, flags, c, iargs, s2, fargs):
     nd = int(M[a, L.M_NDIM])
     shape = tuple(int(n) for n in M[a, L.M_SHAPE:L.M_SHAPE + nd])
     if any(M[a, L.M_STRIDE + d] == 0 and shape[d] > 1 for d in range(nd)):
+        # (even fill_/zero_: PyTorch takes the write and refuses it at backward, where
+        # CopySlices writes the gradient through the expanded view; refused here now)
         return L.E_SELF_OVERLAP
     pos = np.full(shape, M[a, L.M_OFF] - M[base._i, L.M_OFF], np.int64)
     for d in range(nd):

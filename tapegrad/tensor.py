@@ -202,6 +202,7 @@ class Tensor:
         _note_break("retain_grad() (a replay makes new tensors each step)")
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        _check_not_stale(self._i)
         m = E.meta[self._i]
         if m[L.M_ROW] >= 0 and not m[L.M_FLAGS] & L.FL_RETAIN:
             m[L.M_FLAGS] |= L.FL_RETAIN
@@ -594,7 +595,6 @@ def _dim(d, ndim, what=None):
 
 # ops returning several views, which PyTorch refuses to write through (op name -> its
 # node's name in the message)
-MULTI_VIEW_OPS = {"split": "Split", "split_with_sizes": "SplitWithSizes", "unbind": "Unbind"}
 
 
 STALE_VIEW_MSG = (
@@ -609,8 +609,29 @@ NOGRAD_VIEW_INPLACE_MSG = STALE_VIEW_MSG.replace(
     "its base or another view of its base has been modified", "is being modified")
 
 
+def multi_view_output(a):
+    """(k, "Split") when tensor a is output k of a function returning several views (split,
+    chunk, unbind: OpDef.multi_view), else None."""
+    row = int(E.meta[a, L.M_ROW])
+    if row < 0:
+        return None
+    op = OPS[int(E.tape[row, L.R_OP])]
+    if not op.multi_view:
+        return None
+    k = int(E.meta[a, L.M_OIDX]) if op.name == "unbind" else int(E.tape[row, L.R_IATTR + 10])
+    return k, re.sub(r"Backward\d*$", "", op.grad_fn)
+
+
 def _nograd_view_msg(i, msg):
-    """PyTorch names the op that made a view, in grad mode, of a view made under no_grad."""
+    """PyTorch names the op that made a view, in grad mode, of a view made under no_grad;
+    an output of a multi-view function has its own message."""
+    multi = multi_view_output(i) if msg is STALE_VIEW_MSG else None
+    if multi is not None:
+        return (f"Output {multi[0]} of {multi[1]} is a view and its base or another view of "
+                "its base has been modified inplace. This view is the output of a function "
+                "that returns multiple views. Such functions do not allow the output views to "
+                "be modified inplace. You should replace the inplace operation by an "
+                "out-of-place one.")
     op = int(E.meta[i, L.M_SRCOP])
     if op < 0:
         return msg
@@ -643,17 +664,13 @@ def op_error(exc, op, a, b):
     if code == L.E_LEAF_INPLACE:
         return RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                             "operation.")
-    if code in (L.E_VIEW_INPLACE, L.E_LEAF_INPLACE) and E.meta[a, L.M_ROW] >= 0:
-        row = int(E.meta[a, L.M_ROW])
-        src = OPS[int(E.tape[row, L.R_OP])].name
-        multi = MULTI_VIEW_OPS
-        if src in multi:
-            k = (int(E.tape[row, L.R_IATTR + 10]) if src != "unbind"
-                 else int(E.meta[a, L.M_OIDX]))
-            return RuntimeError(f"Output {k} of {multi[src]} is a view and is being modified "
-                                "inplace. This view is the output of a function that returns "
-                                "multiple views. Such functions do not allow the output views "
-                                "to be modified inplace. You should replace the inplace "
+    if code in (L.E_VIEW_INPLACE, L.E_LEAF_INPLACE):
+        multi = multi_view_output(a)
+        if multi is not None:
+            return RuntimeError(f"Output {multi[0]} of {multi[1]} is a view and is being "
+                                "modified inplace. This view is the output of a function that "
+                                "returns multiple views. Such functions do not allow the output "
+                                "views to be modified inplace. You should replace the inplace "
                                 "operation by an out-of-place one.")
     if code == L.E_VIEW_INPLACE:
         if view_of_leaf(a):

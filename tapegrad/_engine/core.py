@@ -229,12 +229,22 @@ def bump_version(C, t):
 
 @jit
 def _stale_nograd_views(C, t):
-    """PyTorch forbids using a view made under no_grad once its version counter moved,
-    where a gradient could flow and its base requires grad (E_STALE_VIEW)."""
+    """PyTorch forbids using a view made under no_grad, or an output of a multi-view op
+    (split, unbind), once its version counter moved, where a gradient could flow and its
+    base requires grad (E_STALE_VIEW)."""
     M = meta_of(C)
     for u in counted_views(C, M[t, M_SID]):
-        if M[u, M_FLAGS] & FL_NOGRADVIEW and M[u, M_VSID] == M[t, M_VSID]:
+        if M[u, M_VSID] == M[t, M_VSID] and (M[u, M_FLAGS] & FL_NOGRADVIEW
+                                             or is_multi_view(C, u)):
             M[u, M_FLAGS] |= FL_STALE
+
+
+@jit
+def is_multi_view(C, u):
+    """u is an output of an op returning several views (its history is not re-derived
+    when its base changes: it goes stale instead, as in PyTorch)."""
+    r = meta_of(C)[u, M_ROW]
+    return r >= 0 and (opinfo_of(C)[tape_of(C)[r, R_OP], O_FLAGS] & OF_MULTIVIEW) != 0
 
 
 @jit
@@ -902,7 +912,7 @@ def _ranges_overlap(C, a, b):
 
 
 @jit
-def _inplace_check(C, a, b, grad_on, record):
+def _inplace_check(C, op, a, b, grad_on, record):
     """PyTorch's refusals for an in-place write into a."""
     M = meta_of(C)
     if grad_on:
@@ -913,7 +923,8 @@ def _inplace_check(C, a, b, grad_on, record):
         if M[a, M_FLAGS] & (FL_VIEW | FL_PLAINVIEW) and record:
             return E_VIEW_INPLACE
     for d in range(M[a, M_NDIM]):
-        if M[a, M_STRIDE + d] == 0 and M[a, M_SHAPE + d] > 1:
+        if (M[a, M_STRIDE + d] == 0 and M[a, M_SHAPE + d] > 1
+                and not opinfo_of(C)[op, O_FLAGS] & OF_OVERLAP_OK):
             return E_SELF_OVERLAP
     if b >= 0 and _ranges_overlap(C, a, b):
         return E_OVERLAP
@@ -1013,7 +1024,7 @@ def _op(caddr, op, a, b, s, flags):
             elif requires_grad_through_base(M, ids[k]):
                 record = True       # (with no edge to it: nothing to save for it)
     if inplace:
-        st = _inplace_check(C, a, b, grad_on, record)
+        st = _inplace_check(C, op, a, b, grad_on, record)
         if st < 0:
             return st
         if record and need & 1 and C[C_CLONE] == 0:
@@ -1202,7 +1213,7 @@ def _views_to_regen(C, a):
     M = meta_of(C)
     n = 0
     for u in counted_views(C, M[a, M_SID]):
-        if M[u, M_BASE] == a and not M[u, M_FLAGS] & FL_NOGRADVIEW:
+        if M[u, M_BASE] == a and not M[u, M_FLAGS] & FL_NOGRADVIEW and not is_multi_view(C, u):
             n += 1
     return n
 
@@ -1221,8 +1232,8 @@ def _regen_views(C, a, r):
     op = C[C_AS_STRIDED]
     for u in counted_views(C, M[a, M_SID]):
         old = M[u, M_ROW]
-        if M[u, M_BASE] != a or M[u, M_FLAGS] & FL_NOGRADVIEW:   # (those: bump_version)
-            continue
+        if M[u, M_BASE] != a or M[u, M_FLAGS] & (FL_NOGRADVIEW | FL_STALE):
+            continue                # (those went stale in bump_version)
         if M[u, M_FLAGS] & FL_PLAINVIEW:        # its base gains a history: so does it
             M[u, M_FLAGS] = (M[u, M_FLAGS] & ~FL_PLAINVIEW) | FL_VIEW | FL_REQ
         elif old < 0 or not M[u, M_FLAGS] & FL_REQ:

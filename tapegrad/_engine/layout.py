@@ -178,7 +178,12 @@ O_KIND = 5       # KIND_CUSTOM: kernels take (ctx, row); KIND_EW: loops take (de
 O_TANGENT = 6    # > 0: a fused elementwise op (replay/fuse.py) whose recorded forward also
                  # writes d out / d input k, for this many inputs, into the row's R_TAN
                  # storage; its backward reads those instead of the saved operands
+O_FLAGS = 7      # OF_* bits
 OIW = 8
+OF_MULTIVIEW = 1  # its outputs are views of one input (split, unbind): PyTorch refuses
+                  # in-place writes into them, and their history once their base changed
+OF_OVERLAP_OK = 2  # in place, it writes each element without reading any (fill_, zero_):
+                   # a tensor whose elements share memory (expanded) may be written
 SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW, KIND_PY = 0, 1, 2   # KIND_PY: autograd.Function, backward in Python
 NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)

@@ -302,6 +302,8 @@ def register_hook(t, hook):
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if not callable(hook):
         raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+    from ..tensor import _check_not_stale
+    _check_not_stale(t._i)
     E = engine()
     _maybe_prune()
     i = t._i

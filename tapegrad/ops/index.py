@@ -396,7 +396,9 @@ def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None):
 
 for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSelectBackward0"),
                         ("gather", "GatherBackward0"), ("masked_select", "MaskedSelectBackward0")):
-    _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 2, (0,), {0: ("b",)})
+    # (gather saves its input too, as PyTorch does, only to be version-checked)
+    _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 2, (0,),
+              {0: ("a", "b") if _name == "gather" else ("b",)})
 _index_op("index_rows", "IndexBackward0", "take_rows_fwd", "take_rows_bwd", 2, (0,),
           {0: ("b",)})
 # (next_functions: self and the values, as PyTorch's; the positions are tapegrad's)

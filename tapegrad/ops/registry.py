@@ -26,7 +26,8 @@ _SHARED = {}      # (module, fwd, bwd, slot key) -> compiled pair: entries that 
 class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
-                 "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype", "edges")
+                 "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype", "edges",
+                 "multi_view", "overlap_ok")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
                  saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None,
@@ -53,6 +54,10 @@ class OpDef:
         self.saved_by = {}          # saved input k (-1: out) -> the grad_fn an error names
         self.per_dtype = per_dtype
         self.edges = None           # inputs next_functions lists (None: all of them)
+        self.multi_view = False     # outputs are views of input 0 (layout.OF_MULTIVIEW)
+        # in place, a formula that never reads a writes elements independently of each
+        # other, so memory shared between elements is no hazard (layout.OF_OVERLAP_OK)
+        self.overlap_ok = kind in ("unary", "binary") and "a" not in _names(forward)
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
             self.saves_if = {k: _names(gf) & {"a", "b", "out"}
@@ -138,3 +143,5 @@ def fill_opinfo(opinfo, ops=None):
             L.KIND_EW if op.kind in ("unary", "binary", "fused") else
             L.KIND_PY if op.kind == "python" else L.KIND_CUSTOM)
         opinfo[op.opcode, L.O_TANGENT] = op.ntan
+        opinfo[op.opcode, L.O_FLAGS] = ((L.OF_MULTIVIEW if op.multi_view else 0)
+                                        | (L.OF_OVERLAP_OK if op.overlap_ok else 0))

@@ -15,7 +15,7 @@ from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, 
 from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
                             _gather)
 from .reduce import input_grad, scatter_grad, numel, _odometer
-from .registry import OpDef, register
+from .registry import OpDef, register, BY_NAME
 
 _M = __name__
 
@@ -404,7 +404,7 @@ _shape_op("permute", "PermuteBackward0", "permute_fwd", "permute_bwd")
 _shape_op("transpose", "TransposeBackward0", "permute_fwd", "permute_bwd")
 _shape_op("t", "TBackward0", "permute_fwd", "permute_bwd")
 _shape_op("expand", "ExpandBackward0", "expand_fwd", "expand_bwd")
-_shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd")
+_shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd").multi_view = True
 for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0"),
                         ("alias", "AliasBackward0"), ("unsqueeze", "UnsqueezeBackward0"),
                         ("squeeze", "SqueezeBackward0"), ("squeeze_dim", "SqueezeBackward1"),
@@ -417,6 +417,8 @@ for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0
                         # (core._regen_views makes these rows, no Python call does)
                         ("as_strided", "AsStridedBackward0")):
     _shape_op(_name, _grad_fn, "strided_view_fwd", "strided_view_bwd")
+for _name in ("split", "split_with_sizes"):
+    BY_NAME[_name].multi_view = True
 _shape_op("cat", "CatBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
 _shape_op("stack", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
 # the last row of a stack of more than MAXIN tensors joins stacked parts

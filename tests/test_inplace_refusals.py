@@ -1,0 +1,179 @@
+"""PyTorch's in-place rules that a differential fuzz found missing or extra:
+- an output of split/chunk/unbind goes stale once its base (or anything sharing its
+  version counter) is written: using it where a gradient could flow is refused;
+- fill_/zero_ may write an expanded tensor (its elements share memory), other in-place
+  ops may not;
+- prod and gather save what PyTorch saves, so a later write into it is refused at
+  backward.
+Each is checked in tapegrad with exact messages and values, and against PyTorch."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+MULTI = ("Output {k} of {name} is a view and its base or another view of its base has been "
+         "modified inplace. This view is the output of a function that returns multiple "
+         "views. Such functions do not allow the output views to be modified inplace. You "
+         "should replace the inplace operation by an out-of-place one.")
+VERSION = "one of the variables needed for gradient computation has been modified by an inplace"
+
+
+def outcome(fn):
+    try:
+        r = fn()
+        return ("ok", r.tolist() if hasattr(r, "tolist") else r)
+    except RuntimeError as e:
+        return ("RuntimeError", str(e))
+
+
+# ------------------------------------------------------------------ multi-view outputs
+def test_split_outputs_go_stale_when_their_base_is_written():
+    a = tg.arange(4., requires_grad=True)
+    b = a * 1
+    p, q = b.split(2)
+    b.add_(1)
+    msg = MULTI.format(k=1, name="Split")
+    for use in (lambda: q.grad_fn, lambda: q * 2, lambda: q[0], lambda: q.retain_grad(),
+                lambda: q.is_leaf):
+        with pytest.raises(RuntimeError) as ei:
+            use()
+        assert str(ei.value) == msg
+    assert q.requires_grad
+    assert repr(q) == "tensor([3., 4.], grad_fn=<Invalid>)"
+    with tg.no_grad():
+        assert (q * 2).tolist() == [6., 8.]
+    assert q.detach().tolist() == [3., 4.]
+    b.sum().backward()                          # the base's own history is intact
+    assert a.grad.tolist() == [1., 1., 1., 1.]
+
+
+@pytest.mark.parametrize("how", ["unbind", "chunk", "split_with_sizes"])
+@pytest.mark.parametrize("write", ["base", "no_grad", "detach", "sibling_view"])
+def test_multi_view_outputs_go_stale_on_any_write(how, write):
+    a = tg.arange(4., requires_grad=True)
+    b = a * 1
+    outs = {"unbind": lambda: b.unbind(), "chunk": lambda: b.chunk(2),
+            "split_with_sizes": lambda: b.split([1, 3])}[how]()
+    if write == "base":
+        b.mul_(2)
+    elif write == "no_grad":
+        with tg.no_grad():
+            b.add_(1)
+    elif write == "detach":
+        b.detach().add_(1)
+    else:
+        b[0:1].mul_(2)
+    name = {"unbind": "Unbind", "chunk": "Split", "split_with_sizes": "SplitWithSizes"}[how]
+    with pytest.raises(RuntimeError) as ei:
+        outs[-1] * 2
+    assert str(ei.value) == MULTI.format(k=len(outs) - 1, name=name)
+
+
+def test_multi_view_outputs_without_a_write_stay_usable():
+    a = tg.arange(4., dtype=tg.float64, requires_grad=True)
+    p, q = (a * 1).split(2)
+    c = a * 3
+    c.add_(1)                                   # another tensor's write: no effect
+    (p * 2 + q * 3).sum().backward()
+    assert a.grad.tolist() == [2., 2., 3., 3.]
+
+
+def _multi_view_program(L):
+    out = []
+    for how in ("split", "unbind", "chunk"):
+        for write in ("base", "no_grad", "detach"):
+            a = L.arange(4., requires_grad=True)
+            b = a * 1
+            outs = getattr(b, how)(2) if how != "unbind" else b.unbind()
+            if write == "base":
+                b.add_(1)
+            elif write == "no_grad":
+                with L.no_grad():
+                    b.add_(1)
+            else:
+                b.detach().add_(1)
+            v = outs[1]
+            out += [outcome(lambda: v.grad_fn and None), outcome(lambda: v * 2),
+                    outcome(lambda: v.detach()), repr(v).replace("tapegrad", "torch"),
+                    v.requires_grad, outcome(lambda: b.sum().backward())]
+    return out
+
+
+def test_multi_view_outputs_match_torch():
+    torch = pytest.importorskip("torch")
+    assert _multi_view_program(tg) == _multi_view_program(torch)
+
+
+# ------------------------------------------------------------------ fill_ / zero_
+def test_fill_and_zero_write_an_expanded_tensor():
+    z = tg.zeros(1).expand(3)
+    z.fill_(2.)
+    assert z.tolist() == [2., 2., 2.]
+    z.zero_()
+    assert z.tolist() == [0., 0., 0.]
+    x = tg.tensor([3.], requires_grad=True)
+    with tg.no_grad():
+        x.expand(2, 2).fill_(7.)
+    assert x.tolist() == [7.]
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor "
+                                           "refers to a single memory location"):
+        z.add_(1)
+    # with a history, PyTorch takes the write and refuses its backward (CopySlices writes
+    # the gradient through the expanded view): tapegrad refuses the write itself
+    with pytest.raises(RuntimeError, match="more than one element"):
+        (x * 1).expand(3).fill_(5.)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        (x * 1).expand(2).mul_(2)
+
+
+def test_fill_on_expanded_matches_torch():
+    torch = pytest.importorskip("torch")
+
+    def prog(L):
+        z = L.zeros(1, 2).expand(3, 2)
+        z.fill_(2.)
+        a = z.tolist()
+        z.zero_()
+        x = L.tensor([3.], requires_grad=True)
+        with L.no_grad():
+            x.expand(2, 2).fill_(7.)
+        return a, z.tolist(), x.tolist(), outcome(lambda: L.zeros(1).expand(2).add_(1))
+    assert prog(tg) == prog(torch)
+
+
+# ------------------------------------------------------------------ saved tensors
+def test_prod_and_gather_refuse_a_later_write_into_what_they_save():
+    x = tg.tensor([1., -2., 3.], requires_grad=True)
+    p = x.prod()
+    p.add_(1)
+    with pytest.raises(RuntimeError, match=VERSION):
+        p.backward()
+    q = x.reshape(1, 3).prod(1)
+    q.mul_(2)
+    with pytest.raises(RuntimeError, match=VERSION):
+        q.sum().backward()
+    y = x * 1
+    g = y.gather(0, tg.tensor([0, 2]))
+    y.add_(1)
+    with pytest.raises(RuntimeError, match=VERSION):
+        g.sum().backward()
+    x.grad = None
+    x.prod().backward()                         # unmodified: PyTorch's gradient
+    assert np.allclose(x.grad.numpy(), [-6., 3., -2.])
+
+
+def test_saved_tensor_refusals_match_torch():
+    torch = pytest.importorskip("torch")
+
+    def prog(L):
+        out = []
+        for k in range(3):
+            x = L.tensor([1., -2., 3.], requires_grad=True)
+            y = x * 1
+            r = [y.prod(), y.reshape(1, 3).prod(1), y.gather(0, L.tensor([0, 2]))][k]
+            (y if k == 2 else r).add_(1)
+            res = outcome(lambda: r.sum().backward())
+            out.append((res[0], (res[1] or "")[:len(VERSION)]))
+        return out
+    assert prog(tg) == prog(torch)
+    assert all(r == ("RuntimeError", VERSION) for r in prog(tg))
