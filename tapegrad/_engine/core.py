@@ -1407,6 +1407,20 @@ def _unmark(T, rows, n):
 
 
 @jit
+def _push_ready_inputs(T, r, stack, ns):
+    """Row r is done: each input row it was the last waiting consumer of goes on the
+    stack. Returns the new stack size."""
+    for k in range(T[r, R_NIN]):
+        pr = T[r, R_IN + k * IW + IN_ROW]
+        if pr >= 0:
+            T[pr, R_DEPS] -= 1
+            if T[pr, R_DEPS] == 0:
+                stack[ns] = pr
+                ns += 1
+    return ns
+
+
+@jit
 def _prune_to_captures(C, rows, stack, nm):
     """autograd.grad: keep only the marked rows on a path to a captured tensor, as
     PyTorch's engine does, so an unrelated branch is neither run (its hooks, its version
@@ -1426,13 +1440,7 @@ def _prune_to_captures(C, rows, stack, nm):
         r = stack[ns]
         rows[n] = r
         n += 1
-        for k in range(T[r, R_NIN]):
-            pr = T[r, R_IN + k * IW + IN_ROW]
-            if pr >= 0:
-                T[pr, R_DEPS] -= 1
-                if T[pr, R_DEPS] == 0:
-                    stack[ns] = pr
-                    ns += 1
+        ns = _push_ready_inputs(T, r, stack, ns)
     for j in range(nm):
         r = rows[j]
         for k in range(T[r, R_NIN]):
@@ -1689,13 +1697,7 @@ def _sweep_loop(caddr):
             decref(C, KIND_STOR, sid)
         if norun:           # (its inputs were pruned: nothing waits on it)
             continue
-        for k in range(T[r, R_NIN]):
-            pr = T[r, R_IN + k * IW + IN_ROW]
-            if pr >= 0:
-                T[pr, R_DEPS] -= 1
-                if T[pr, R_DEPS] == 0:
-                    stack[ns] = pr
-                    ns += 1
+        ns = _push_ready_inputs(T, r, stack, ns)
         if not retain:
             had = (T[r, R_STATE] & RS_SCALAR) != 0
             for k in range(T[r, R_NIN]):

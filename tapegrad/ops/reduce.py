@@ -177,14 +177,19 @@ def _sum_into(A, shape, ast, acc, ost, scale, O):
         O[i] = acc[i] * scale
 
 
+@jit
+def _reduction_output(C, row):
+    """_reduction_input and the (contiguous) output; out < 0 is the status to return."""
+    a, dt, mask, shape, ast, oshape, ost = _reduction_input(C, row)
+    out = make_output(C, dt, oshape.shape[0], oshape) if dt >= 0 else E_DTYPE
+    return a, dt, mask, shape, ast, ost, out
+
+
 def sum_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
     T = tape_of(C)
-    a, dt, mask, shape, ast, oshape, ost = _reduction_input(C, row)
-    if dt < 0:
-        return E_DTYPE
-    out = make_output(C, dt, oshape.shape[0], oshape)
+    a, dt, mask, shape, ast, ost, out = _reduction_output(C, row)
     if out < 0:
         return out
     n = M[out, M_NUMEL]
@@ -375,10 +380,7 @@ def amax_fwd(caddr, row):
     C = ctx_of(caddr)
     M = meta_of(C)
     T = tape_of(C)
-    a, dt, mask, shape, ast, oshape, ost = _reduction_input(C, row)
-    if dt < 0:
-        return E_DTYPE
-    out = make_output(C, dt, oshape.shape[0], oshape)
+    a, dt, mask, shape, ast, ost, out = _reduction_output(C, row)
     if out < 0:
         return out
     n = M[out, M_NUMEL]

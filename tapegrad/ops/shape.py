@@ -412,6 +412,7 @@ for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0
                         ("split_with_sizes", "SplitWithSizesBackward0"),
                         # view/reshape of a strided tensor whose layout allows a view
                         ("view_strided", "ViewBackward0"),
+                        ("diagonal", "DiagonalBackward0"),
                         ("reshape_alias", "ReshapeAliasBackward0"),
                         # a view's history re-derived after its base changed in place
                         # (core._regen_views makes these rows, no Python call does)
