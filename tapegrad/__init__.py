@@ -30,7 +30,7 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
     from ._creation import (tensor, empty, zeros, ones, full, arange, rand, randn,
                             zeros_like, ones_like, empty_like, full_like, rand_like,
                             randn_like, from_numpy, manual_seed)
-    from . import _functions, _promotion, _indexing, _math, _creation, _ordering
+    from . import _functions, _promotion, _indexing, _math, _creation, _ordering, _composite
 
     _install_methods()
     _creation.install()
@@ -39,6 +39,7 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
     _indexing.install(globals())
     _math.install(globals())
     _ordering.install(globals())
+    _composite.install(globals())
 
     from ._functions import *  # noqa: F401,F403  (module-level op spellings)
     from ._utilities import *  # noqa: F401,F403  (equal, isclose, eye, randint, ...)

@@ -7,4 +7,9 @@ from .layers import (Sequential, ModuleList, ModuleDict, ParameterList,  # noqa:
                      Softplus, Softmax, LogSoftmax, SiLU, ELU, Hardtanh, ReLU6, LogSigmoid,
                      Softsign,
                      Dropout, Embedding, LayerNorm, BatchNorm1d, MSELoss, L1Loss, HuberLoss,
-                     SmoothL1Loss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss)
+                     SmoothL1Loss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss,
+                     Mish, Hardswish, Hardsigmoid, SELU, CELU, GLU, Threshold, Softshrink,
+                     Hardshrink, Tanhshrink, Softmin, PReLU, RMSNorm, GroupNorm,
+                     CosineSimilarity, PairwiseDistance, Unflatten, ParameterDict, RNNCell,
+                     LSTMCell, GRUCell, KLDivLoss, SoftMarginLoss, PoissonNLLLoss,
+                     GaussianNLLLoss, CosineEmbeddingLoss, MarginRankingLoss)

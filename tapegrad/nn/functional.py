@@ -107,7 +107,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         pointwise = target.exp() * (target - input)
     else:       # PyTorch's xlogy(target, target): 0 where target is 0, nan where negative
-        pointwise = (target * target.log()).where(target != 0, 0.0) - target * input
+        tlogt = target * target.log()
+        pointwise = tlogt.where(target != 0, _scalar(0.0, tlogt.dtype)) - target * input
     if reduction == "none":
         return pointwise
     if reduction == "mean":
@@ -507,3 +508,348 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         y = y + bias.reshape(shape)
     return y
+
+
+# ---------------------------------------------------------------- more activations
+# Composed from tapegrad's ops (so gradients, and compiled replays, follow), each in the
+# order PyTorch's kernel computes it so values agree to the last bit or so, and with
+# PyTorch's gradient at the kinks (noted where the composition had to be chosen for it).
+def _in_place(input, fn, inplace):
+    """fn(input), or, with inplace=True, fn of a copy written back into input (fn's own
+    backward needs the old values, which the write would stale)."""
+    if not inplace:
+        return fn(input)
+    return input.copy_(fn(input.clone()))
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    _float_only(input, "mish", "mish_cpu")
+    return _in_place(input, lambda x: x * softplus(x).tanh(), inplace)
+
+
+def hardswish(input, inplace=False):
+    """x * relu6(x + 3) / 6; the gradient is x / 3 + 1 / 2 strictly inside (-3, 3), 0 at
+    -3 and below, 1 at 3 and above, as PyTorch's."""
+    _float_only(input, "hardswish", "hardswish_cpu")
+    return _in_place(input, lambda x: x * hardtanh(x + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6; the gradient is 1 / 6 strictly inside (-3, 3), else 0."""
+    _float_only(input, "hardsigmoid", "hardsigmoid_cpu")
+    return _in_place(input, lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """scale * x for x > 0, scale * alpha * (exp(x) - 1) otherwise (PyTorch's constants)."""
+    _float_only(input, "selu", "elu_cpu")
+    return _in_place(input, lambda x: (x * _SELU_SCALE).where(
+        x > 0, elu(x, _SELU_ALPHA * _SELU_SCALE)), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
+    _float_only(input, "celu", "elu_cpu")
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    inv, alpha = 1.0 / alpha, float(alpha)
+    # (x clamped to <= 0 first: the branch where() drops stays finite, so its zero gradient
+    # stays zero, whatever alpha's sign)
+    return _in_place(input, lambda x: x.where(x > 0, (x.clamp_max(0.0) * inv).expm1() * alpha),
+                     inplace)
+
+
+def glu(input, dim=-1):
+    """a * sigmoid(b), a and b the two halves of input along dim."""
+    from ..tensor import _dim
+    _check(input, "input", "glu")
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = _dim(dim, input.ndim, "glu")
+    _float_only(input, "glu", "glu_cpu")
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    return input.narrow(d, 0, n // 2) * input.narrow(d, n // 2, n // 2).sigmoid()
+
+
+def threshold(input, threshold, value, inplace=False):
+    """value where input <= threshold, else input (NaN stays NaN); no gradient where
+    replaced. On an integer tensor threshold and value are truncated to ints, as PyTorch
+    converts them to the tensor's type."""
+    _check(input, "input", "threshold")
+    if not input.dtype.is_floating_point:
+        threshold, value = int(threshold), int(value)
+        if inplace:
+            return input.masked_fill_(input <= threshold, value)
+    else:
+        threshold, value = float(threshold), float(value)
+    return _in_place(input, lambda x: _where_scalar(x <= threshold, value, x), inplace)
+
+
+def _where_scalar(cond, value, x):
+    """value where cond, else x (in x's dtype): one where row."""
+    from .._indexing import where
+    return where(cond, _scalar(value, x.dtype), x)
+
+
+def _scalar(value, dtype):
+    """A 0-d tensor holding a Python value; a compiled replay keeps it as a constant
+    (where() would make it anew each call, which a replay cannot repeat)."""
+    from .._indexing import _constant
+    from .._creation import tensor
+    return _constant(lambda: tensor(value, dtype=dtype))
+
+
+def _lambd(input, lambd, fn, kernel):
+    _float_only(input, fn, kernel)
+    return float(lambd)
+
+
+def softshrink(input, lambd=0.5):
+    """x - lambd above lambd, x + lambd below -lambd, 0 between (gradient 0 at +-lambd)."""
+    lambd = _lambd(input, lambd, "softshrink", "softshrink_check")
+    if lambd < 0:
+        big = np.finfo(input.dtype.np).max
+        raise RuntimeError(f"lambda must be in range [0, {big:g}] for input dtype "
+                           f"{_type_name(input.dtype)}, but found {lambd:g}")
+    return input - input.clamp(-lambd, lambd)
+
+
+def hardshrink(input, lambd=0.5):
+    """x where |x| > lambd, else 0 (gradient 0 at +-lambd; a negative lambd keeps x)."""
+    lambd = _lambd(input, lambd, "hardshrink", "hardshrink_cpu")
+    return _where_scalar(input.abs() <= lambd, 0.0, input)
+
+
+def tanhshrink(input):
+    _check(input, "input", "tanhshrink")
+    return input - input.tanh()
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-input, dim)."""
+    from .._math import _softmax_dim
+    _check(input, "input", "softmin")
+    if dim is None:
+        dim = _softmax_dim(input, None, "softmin")
+    return softmax(-input, dim, dtype)
+
+
+def prelu(input, weight):
+    """x where x > 0, weight * x elsewhere; weight holds one slope, or one per channel
+    (dim 1 of input; a 1-D input has one channel)."""
+    _float_only(input, "prelu", "prelu_cpu")
+    _check(weight, "weight", "prelu")
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {weight.ndim}")
+    if weight.dtype is not input.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got "
+                           f"{_type_name(input.dtype)} and {_type_name(weight.dtype)}")
+    n = weight.numel()
+    if n == 1:
+        w = weight.reshape(())
+    else:
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if n != channels:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {channels}.")
+        w = weight.reshape([1, n] + [1] * (input.ndim - 2))
+    return input.where(input > 0, w * input)
+
+
+# ---------------------------------------------------------------- normalization
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x ** 2) + eps) over the trailing normalized_shape dims, times weight;
+    eps defaults to the machine epsilon of input's dtype, as PyTorch's."""
+    _float_only(input, "rms_norm", "rms_norm")
+    ns = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) \
+        else tuple(normalized_shape)
+    d = len(ns)
+    if d == 0:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+    if input.ndim < d or tuple(input.shape[input.ndim - d:]) != ns:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*{', '.join(map(str, ns))}], but got input of size"
+                           f"{list(input.shape)}")
+    if weight is not None and tuple(weight.shape) != ns:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
+                           f"weight of shape {list(weight.shape)} and normalized_shape = "
+                           f"{list(ns)}")
+    if eps is None:
+        eps = float(np.finfo(input.dtype.np).eps)
+    dims = tuple(range(input.ndim - d, input.ndim))
+    y = input * (input.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
+    return y if weight is None else y * weight
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) over each of num_groups groups of channels (and all
+    positions) of an (N, C, *) input, then weight * . + bias per channel."""
+    _check(input, "input", "group_norm")
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{input.ndim}")
+    shape = list(input.shape)
+    n, c = shape[0], shape[1]
+    size = [n * c // num_groups, num_groups] + shape[2:]
+    per = size[0]
+    for s in size[2:]:
+        per *= s
+    if per == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                         f"size {size}")
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {shape} and "
+                           f"num_groups={num_groups}")
+    for t, what in ((weight, "weight"), (bias, "bias")):
+        if t is not None and (t.ndim != 1 or t.numel() != c):
+            raise RuntimeError(f"Expected {what} to be a vector of size equal to the number "
+                               f"of channels in input, but got {what} of shape "
+                               f"{list(t.shape)} and input of shape {shape}")
+    _float_only(input, "group_norm", "GroupNormKernelImpl")
+    x = input.reshape(n, num_groups, -1)
+    xc = x - x.mean(-1, keepdim=True)
+    y = (xc * ((xc * xc).mean(-1, keepdim=True) + eps).rsqrt()).reshape(shape)
+    per_channel = [1, c] + [1] * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(per_channel)
+    if bias is not None:
+        y = y + bias.reshape(per_channel)
+    return y
+
+
+# ---------------------------------------------------------------- distances and losses
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """norm_p(x1 - x2 + eps) along the last dim (of the broadcast shape)."""
+    _check(x1, "x1", "pairwise_distance")
+    _check(x2, "x2", "pairwise_distance")
+    return (x1 - x2 + eps).norm(p, max(x1.ndim, x2.ndim) - 1, keepdim)
+
+
+def _reduce(loss, red):
+    return loss if red == 0 else (loss.mean() if red == 1 else loss.sum())
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1 (0
+    for other targets), cos over dim 1 of (N, D) inputs and an (N,) target, or of (D,)
+    inputs and a 0-d target; PyTorch's composition (norms squared plus 1e-12)."""
+    red = _reduction(reduction, size_average, reduce)
+    for t, name in ((input1, "input1"), (input2, "input2"), (target, "target")):
+        _check(t, name, "cosine_embedding_loss")
+    td = target.ndim
+    if td not in (0, 1):
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if (input1.ndim, input2.ndim) != ((2, 2) if td else (1, 1)):
+        raise RuntimeError(f"{td}D target tensor expects {td + 1}D input tensors, but found "
+                           f"inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+    eps = 1e-12
+    prod_sum = (input1 * input2).sum(td)
+    mag1 = (input1 * input1).sum(td) + eps
+    mag2 = (input2 * input2).sum(td) + eps
+    cos = prod_sum / (mag1 * mag2).sqrt()
+    zero = _scalar(0.0, cos.dtype)
+    pos = (1 - cos).where(target == 1, zero)
+    neg = (cos - margin).clamp_min(0).where(target == -1, zero)
+    return _reduce(pos + neg, red)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin)."""
+    red = _reduction(reduction, size_average, reduce)
+    for t, name in ((input1, "input1"), (input2, "input2"), (target, "target")):
+        _check(t, name, "margin_ranking_loss")
+    if input1.ndim != input2.ndim or input1.ndim != target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: {_size(input1)}, input2: {_size(input2)}, "
+                           f"target: {_size(target)} ")
+    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), red)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)); the loss has input's shape and dtype (target
+    broadcasts to it), as PyTorch's out= kernel."""
+    from .._promotion import _broadcast_check
+    red = _reduction(reduction, size_average, reduce)
+    _check(input, "input", "soft_margin_loss")
+    _check(target, "target", "soft_margin_loss")
+    _broadcast_check(input, target)
+    shape = np.broadcast_shapes(tuple(input.shape), tuple(target.shape))
+    if shape != tuple(input.shape):
+        raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{_type_name(input.dtype)}")
+    from ..autograd import is_grad_enabled
+    if target.requires_grad and is_grad_enabled():
+        raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
+                           "to argument 'target'. This input cannot have requires_grad True.")
+    loss = ((-input) * target).exp().log1p()
+    return _reduce(to(loss, input.dtype), red)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 * (log(max(var, eps)) + (input - target) ** 2 / max(var, eps)) (+ 0.5 * log(2 pi)
+    with full=True); var has input's shape, or one dim less, or a single mismatched dim of
+    size 1 (homoscedastic). As in PyTorch, var is clamped out of autograd's sight, and a
+    negative entry is refused (a check on values: a compiled replay skips it)."""
+    import math
+    from .._engine.state import RECORDING
+    _check(input, "input", "gaussian_nll_loss")
+    _check(target, "target", "gaussian_nll_loss")
+    if isinstance(var, numbers.Real) and not isinstance(var, bool):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = _scalar(float(var), input.dtype).expand(input.shape)
+    elif not isinstance(var, Tensor):
+        raise TypeError(f"gaussian_nll_loss(): argument 'var' must be Tensor or float, not "
+                        f"{type(var).__name__}")
+    elif RECORDING[0] is None and bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.shape != input.shape:
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (input.ndim == var.ndim and sum(
+                y for x, y in zip(input.shape, var.shape) if x != y) == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(reduction + " is not valid")
+    from ..autograd import no_grad
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, _REDUCTIONS[reduction])
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """exp(input) - target * input (log_input=True), or input - target * log(input + eps);
+    full=True adds Stirling's term target * log(target) - target + 0.5 * log(2 pi target)
+    where target > 1."""
+    import math
+    red = _reduction(reduction, size_average, reduce)
+    _check(input, "input", "poisson_nll_loss")
+    _check(target, "target", "poisson_nll_loss")
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + _where_scalar(target <= 1, 0.0, stirling)
+    return _reduce(loss, red)
