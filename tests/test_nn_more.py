@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from _common import leaf, values, _np  # noqa: F401
 from tapegrad import nn
 from tapegrad.nn import functional as F
 from tapegrad.testing import gradcheck
@@ -20,18 +21,6 @@ F64 = tg.float64
 # the kinks of the activations below (+-3, +-0.5, 0), large values, and points between
 PTS = np.array([-40.0, -4.0, -3.0, -1.7, -1.0, -0.5, -0.2, 0.0, 0.2, 0.5, 1.0, 2.5, 3.0, 4.0,
                 40.0])
-
-
-def leaf(arr, dtype=F64):
-    return tg.tensor(np.asarray(arr, dtype=dtype.np), dtype=dtype, requires_grad=True)
-
-
-def values(seed, *shape, low=-2.0, high=2.0):
-    return np.random.default_rng(seed).uniform(low, high, size=shape)
-
-
-def _np(t):
-    return t.detach().numpy()
 
 
 def torch_leaf(torch, arr):
