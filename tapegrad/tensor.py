@@ -202,8 +202,10 @@ class Tensor:
         _note_break("retain_grad() (a replay makes new tensors each step)")
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        _check_not_stale(self._i)
         m = E.meta[self._i]
+        if m[L.M_FLAGS] & L.FL_RETAIN:
+            return                      # (PyTorch: a no-op, stale or not)
+        _check_not_stale(self._i)
         if m[L.M_ROW] >= 0 and not m[L.M_FLAGS] & L.FL_RETAIN:
             m[L.M_FLAGS] |= L.FL_RETAIN
             E.ctx[L.C_NRETAIN] += 1
@@ -349,7 +351,7 @@ class Tensor:
     def detach_(self):
         m = E.meta[self._i]
         if m[L.M_ROW] >= 0:
-            core.decref_row(_CADDR, int(m[L.M_ROW]))
+            E.entry(core.decref_row)(_CADDR, int(m[L.M_ROW]))
             m = E.meta[self._i]
             m[L.M_ROW] = -1
         m[L.M_FLAGS] &= ~L.FL_REQ
@@ -616,9 +618,13 @@ def multi_view_output(a):
     if row < 0:
         return None
     op = OPS[int(E.tape[row, L.R_OP])]
-    if not op.multi_view:
+    if op.multi_view:
+        k = (int(E.meta[a, L.M_OIDX]) if op.name == "unbind"
+             else int(E.tape[row, L.R_IATTR + 10]))
+    elif E.meta[a, L.M_FLAGS] & L.FL_MULTIVIEW:     # a view of one: PyTorch names its op
+        k = int(E.meta[a, L.M_OIDX])
+    else:
         return None
-    k = int(E.meta[a, L.M_OIDX]) if op.name == "unbind" else int(E.tape[row, L.R_IATTR + 10])
     return k, re.sub(r"Backward\d*$", "", op.grad_fn)
 
 

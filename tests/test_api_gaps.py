@@ -814,3 +814,16 @@ def test_signed_zeros_hooks_and_casts_match_torch():
     ours, theirs = _signed_zeros_hooks_and_casts(tg), _signed_zeros_hooks_and_casts(torch)
     for key in theirs:
         assert ours[key] == theirs[key], key
+
+
+def test_relu_passes_the_gradient_of_nan_as_pytorch():
+    x = leaf([np.nan, 1.0, -1.0, 0.0, -0.0])
+    x.relu().sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+    y = leaf([np.nan, 2.0, -3.0])
+    (y * 1).relu_().sum().backward()
+    assert y.grad.tolist() == [1.0, 1.0, 0.0]
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([np.nan, 1.0, -1.0, 0.0, -0.0], dtype=torch.float64, requires_grad=True)
+    t.relu().sum().backward()
+    assert t.grad.tolist() == x.grad.tolist()

@@ -127,7 +127,48 @@ def nothing_reaches_the_inputs(L):
     return [g is None, vals(a.grad)]
 
 
+def pruning_does_not_carry_over(L):
+    # a row pruned by one call takes part in the next: its consumer counts stay whole
+    a = L.tensor([1., 2.], dtype=L.float64, requires_grad=True)
+    b = L.tensor([3., 4.], dtype=L.float64, requires_grad=True)
+    y = a * 2
+    z = b * y
+    gb = vals(L.autograd.grad(z.sum(), [b], retain_graph=True)[0])
+    z.sum().backward(retain_graph=True)
+    ga = vals(L.autograd.grad(z.sum(), [a])[0])
+    return [gb, vals(a.grad), vals(b.grad), ga]
+
+
+def function_run_earlier_is_pruned_later(L):
+    calls = []
+
+    class ExpF(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append("ExpF")
+            y, = ctx.saved_tensors
+            return g * y
+
+    a = L.tensor([1., 2.], dtype=L.float64, requires_grad=True)
+    b = L.tensor([3., 4.], dtype=L.float64, requires_grad=True)
+    t = ExpF.apply(b ** 2 - a)
+    v = a[:]                                    # on no path from t
+    ga = vals(L.autograd.grad(t.sum(), [a], retain_graph=True)[0])
+    gv = L.autograd.grad(t.sum(), [v], allow_unused=True)[0]
+    return [ga, gv is None, calls]
+
+
 PROGRAMS = {
+    "pruning_does_not_carry_over": (pruning_does_not_carry_over, [
+        [2.0, 4.0], [6.0, 8.0], [2.0, 4.0], [6.0, 8.0]]),
+    "function_run_earlier_is_pruned_later": (function_run_earlier_is_pruned_later, [
+        [-np.exp(8.), -np.exp(14.)], True, ["ExpF"]]),
     "unrelated_version_error": (unrelated_version_error, [
         ("ok", [2.0, 2.0]),
         ("RuntimeError", "one of the variables needed for gradient computation"[:40])]),

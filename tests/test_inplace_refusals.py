@@ -69,6 +69,54 @@ def test_multi_view_outputs_go_stale_on_any_write(how, write):
     assert str(ei.value) == MULTI.format(k=len(outs) - 1, name=name)
 
 
+def test_stale_multi_view_outputs_are_refused_as_roots_and_inputs_and_pass_it_on():
+    a = tg.arange(4., requires_grad=True)
+    y = a * 1
+    s3, s4 = y.chunk(2)
+    x = s4.view(2)                              # a view of one follows its rules
+    w = s4[1:]
+    with pytest.raises(RuntimeError) as ei:
+        w.add_(1)
+    assert str(ei.value) == MULTI.format(k=0, name="Slice").replace(
+        "its base or another view of its base has been modified", "is being modified")
+    s4.retain_grad()
+    y.mul_(2)
+    s4.retain_grad()                            # already retained: a no-op, as in PyTorch
+    msg = MULTI.format(k=1, name="Split")
+    for use in (lambda: s4.backward(tg.ones(2)), lambda: s4.sum(),
+                lambda: tg.autograd.grad(y.sum(), [s4])):
+        with pytest.raises(RuntimeError) as ei:
+            use()
+        assert str(ei.value) == msg
+    with pytest.raises(RuntimeError) as ei:
+        x.grad_fn
+    assert str(ei.value) == MULTI.format(k=0, name="View")
+    with tg.no_grad():
+        z = s3[0:1]                             # made under no_grad: that rule instead
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        z.grad_fn
+
+
+def test_views_of_multi_view_outputs_match_torch():
+    torch = pytest.importorskip("torch")
+
+    def prog(L):
+        a = L.arange(4., requires_grad=True)
+        b = a * 1
+        u, v = b.split(2)
+        x, w = v.view(2), v[1:]
+        out = [outcome(lambda: w.add_(1))]
+        v.retain_grad()
+        b.mul_(2)
+        out += [outcome(lambda: v.retain_grad()), outcome(lambda: x.grad_fn and None),
+                outcome(lambda: w.grad_fn and None), outcome(lambda: v.backward(L.ones(2))),
+                outcome(lambda: L.autograd.grad(b.sum(), [v])),
+                outcome(lambda: b.unbind()[2].unsqueeze(0)[0:1].add_(1))]
+        return out
+    assert prog(tg) == prog(torch)
+
+
 def test_multi_view_outputs_without_a_write_stay_usable():
     a = tg.arange(4., dtype=tg.float64, requires_grad=True)
     p, q = (a * 1).split(2)

@@ -243,8 +243,10 @@ def _stale_nograd_views(C, t):
 def is_multi_view(C, u):
     """u is an output of an op returning several views (its history is not re-derived
     when its base changes: it goes stale instead, as in PyTorch)."""
-    r = meta_of(C)[u, M_ROW]
-    return r >= 0 and (opinfo_of(C)[tape_of(C)[r, R_OP], O_FLAGS] & OF_MULTIVIEW) != 0
+    M = meta_of(C)
+    r = M[u, M_ROW]
+    return r >= 0 and (M[u, M_FLAGS] & FL_MULTIVIEW
+                       or (opinfo_of(C)[tape_of(C)[r, R_OP], O_FLAGS] & OF_MULTIVIEW) != 0)
 
 
 @jit
@@ -1164,6 +1166,8 @@ def _op(caddr, op, a, b, s, flags):
             if not fl & FL_HVIEW and ((fl & FL_VIEW) != 0 or nograd):
                 M[o, M_FLAGS] |= FL_HVIEW
                 stor_of(C)[M[o, M_SID], S_HVIEWS] += 1
+            if fl & FL_VIEW and is_multi_view(C, a):    # (PyTorch passes the rule on)
+                M[o, M_FLAGS] |= FL_MULTIVIEW
         M[o, M_FLAGS] |= FL_REQ
         ngrad += 1
     o0 = outs[0]
@@ -1409,10 +1413,11 @@ def _unmark(T, rows, n):
 @jit
 def _push_ready_inputs(T, r, stack, ns):
     """Row r is done: each input row it was the last waiting consumer of goes on the
-    stack. Returns the new stack size."""
+    stack. Returns the new stack size. (An input autograd.grad pruned waits on nothing:
+    its count stays 0 for later sweeps.)"""
     for k in range(T[r, R_NIN]):
         pr = T[r, R_IN + k * IW + IN_ROW]
-        if pr >= 0:
+        if pr >= 0 and T[pr, R_STATE] & RS_MARK:
             T[pr, R_DEPS] -= 1
             if T[pr, R_DEPS] == 0:
                 stack[ns] = pr

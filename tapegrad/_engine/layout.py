@@ -46,6 +46,8 @@ FL_HVIEW = 128   # a view whose history follows its base's in-place changes (one
                  # history, one made in grad mode of a tensor without one, or one made under
                  # no_grad), counted in its storage's S_HVIEWS
 FL_NOGRADVIEW = 256  # a view made under no_grad, or a view of one
+FL_MULTIVIEW = 1024  # a view made in grad mode of an output of a multi-view op (split,
+                     # unbind: OF_MULTIVIEW), or of such a view: it follows their rules
 FL_STALE = 512   # ... whose version counter then moved: PyTorch forbids using it where a
                  # gradient could flow, if its base requires grad (E_STALE_VIEW)
 

@@ -69,7 +69,7 @@ def _run_sweep(roots, seeds, captures, mode, retain):
 
 
 def _roots_and_seeds(tensors, grad_tensors, what):
-    from ..tensor import Tensor
+    from ..tensor import Tensor, _check_not_stale
     from .._creation import tensor as make
     roots, seeds, keep = [], [], []
     grad_tensors = [None] * len(tensors) if grad_tensors is None else _as_list(grad_tensors)
@@ -78,6 +78,7 @@ def _roots_and_seeds(tensors, grad_tensors, what):
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
+        _check_not_stale(t._i)
         if not engine().meta[t._i, L.M_FLAGS] & L.FL_REQ:   # (no edge: not t.requires_grad,
             # which also holds for a view whose gradient would go nowhere; PyTorch refuses it)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
@@ -116,7 +117,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=None, materialize_grads=False):
     """The gradients of outputs with respect to inputs, without touching any .grad."""
-    from ..tensor import Tensor, _wrap
+    from ..tensor import Tensor, _wrap, _check_not_stale
     from .._creation import zeros_like
     if create_graph:
         raise NotImplementedError("create_graph=True (higher-order gradients) is not "
@@ -130,6 +131,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
+        _check_not_stale(t._i)
     roots, seeds, keep = _roots_and_seeds(outputs, grad_outputs, "grad")
     E = engine()
     uniq = list(dict.fromkeys(t._i for t in inputs))
