@@ -278,3 +278,20 @@ def test_malloc_tuning_can_be_turned_off():
                              timeout=300)
         assert res.returncode == 0, res.stderr
         assert res.stdout.strip() == want
+
+
+def test_node_release_and_flush_load_no_code_when_they_run():
+    """A grad_fn node dies in __del__ and the release queue drains in a gc callback:
+    both may run inside Numba's own code generation (a collection it triggers), where
+    loading compiled code re-enters LLVM and aborts the process (a fuzz run did). So
+    the entries they call are loaded beforehand: with the engine core, and with the
+    first node."""
+    from tapegrad._engine import core
+    from tapegrad.autograd import graph
+    x = tg.ones(2, requires_grad=True)
+    n = (x * x).grad_fn
+    assert core.drain_queue in E.entries
+    assert graph._DECREF[0] is E.entries[core.decref_row]
+    assert type(n).__name__ == "MulBackward0"
+    del n
+    stats()

@@ -40,7 +40,8 @@ _ENTRY_SIGS = {"new_tensor": "int64(int64, int64, int64, boolean)",
                "take_leaf_hook_grad": "int64(int64, int64)",
                "release_id": "int64(int64, int64)", "contiguous_id": "int64(int64, int64)",
                "incref_meta": "int64(int64, int64)",
-               "bump_version_id": "int64(int64, int64)"}
+               "bump_version_id": "int64(int64, int64)",
+               "incref_row": "int64(int64, int64)", "decref_row": "int64(int64, int64)"}
 _SWEEP_SIG = "int64(int64, int64, int64, int64, boolean)"
 
 
@@ -129,6 +130,9 @@ class Engine:
             with kernel_cache(engine=True):
                 op = _entry(core.op_entry, _OP_SIG)
                 sweep = _entry(core.sweep, _SWEEP_SIG)
+                # (loaded now, not at the first flush: that may run in a garbage
+                # collection inside Numba's code generation, which must not load code)
+                self.entry(core.drain_queue)
             self.op, self.sweep = op, sweep
             for fn in self.on_ready:
                 fn()

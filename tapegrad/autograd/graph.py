@@ -13,6 +13,10 @@ from ..ops.registry import OPS
 
 _NODES = weakref.WeakValueDictionary()
 _ACC = weakref.WeakValueDictionary()
+_DECREF = [None]        # decref_row's C entry, loaded before the first node exists: a
+                        # node dies in __del__, maybe in a garbage collection run inside
+                        # Numba's own code generation, where loading code would re-enter
+                        # LLVM (a fuzz run aborted there)
 
 
 def _row_name(row):
@@ -60,7 +64,7 @@ class Node:
 
     def __del__(self):
         try:
-            core.decref_row(engine().caddr, self._row)
+            _DECREF[0](engine().caddr, self._row)
         except Exception:       # interpreter shutdown
             pass
 
@@ -94,9 +98,12 @@ def _node_type(name):
 def node_for_row(row):
     n = _NODES.get(row)
     if n is None:
+        E = engine()
+        if _DECREF[0] is None:
+            _DECREF[0] = E.entry(core.decref_row)
         n = _node_type(_row_name(row))()
         n._row = row
-        core.incref_row(engine().caddr, row)
+        E.entry(core.incref_row)(E.caddr, row)
         _NODES[row] = n
     return n
 
