@@ -293,6 +293,11 @@ def dot(input, other):
 
 
 def _resolve_shape(shape, numel, fn):
+    if not shape:               # (x.view(()) is a 0-d view; x.view() is PyTorch's error)
+        if fn == "view":
+            raise TypeError("view() received an invalid combination of arguments - got (), "
+                            "but expected one of: (torch.dtype dtype), (tuple of ints size)")
+        raise TypeError(f'{fn}() missing 1 required positional arguments: "shape"')
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     shape = list(shape)

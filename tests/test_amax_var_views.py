@@ -253,3 +253,14 @@ def test_cat_with_empty_inputs_matches_torch():
         return list(y.shape), y.requires_grad, a.grad.tolist()
     a, b = both(prog)
     assert same(a, b), (a, b)
+
+
+def test_view_and_reshape_without_sizes_raise_as_pytorch():
+    x = tg.ones(1)
+    with pytest.raises(TypeError, match=r"view\(\) received an invalid combination of "
+                                        r"arguments - got \(\)"):
+        x.view()
+    with pytest.raises(TypeError, match=r'reshape\(\) missing 1 required positional '
+                                        r'arguments: "shape"'):
+        x.reshape()
+    assert x.view(()).shape == () and x.reshape([]).shape == ()
