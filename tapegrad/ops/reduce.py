@@ -61,6 +61,23 @@ def _reduction_input(C, row):
 
 
 @jit
+def _step(idx, shape, sx, sy, px, py, d):
+    """Advance a row-major multi-index over shape's dims ..d by one; returns the new
+    offsets with strides sx and sy."""
+    while d >= 0:
+        idx[d] += 1
+        px += sx[d]
+        py += sy[d]
+        if idx[d] < shape[d]:
+            break
+        px -= sx[d] * shape[d]
+        py -= sy[d] * shape[d]
+        idx[d] = 0
+        d -= 1
+    return px, py
+
+
+@jit
 def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
     gradient back, X[px] += Y[py] * scale."""
@@ -91,17 +108,7 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
             for j in range(inner):
                 X[px + j * ix] += Y[py + j * iy] * scale
         done += inner
-        d = nd - 2
-        while d >= 0:
-            idx[d] += 1
-            px += sx[d]
-            py += sy[d]
-            if idx[d] < shape[d]:
-                break
-            px -= sx[d] * shape[d]
-            py -= sy[d] * shape[d]
-            idx[d] = 0
-            d -= 1
+        px, py = _step(idx, shape, sx, sy, px, py, nd - 2)
 
 
 @jit
@@ -345,27 +352,10 @@ def extreme_all_bwd(caddr, row):
 
 # ------------------------------------------------------------------ amax / amin
 @jit
-def _step(idx, shape, ast, ost, px, py):
-    """Advance a row-major multi-index over shape one element; returns the new offsets
-    with strides ast (the input) and ost (the output seen from the input)."""
-    d = shape.shape[0] - 1
-    while d >= 0:
-        idx[d] += 1
-        px += ast[d]
-        py += ost[d]
-        if idx[d] < shape[d]:
-            break
-        px -= ast[d] * shape[d]
-        py -= ost[d] * shape[d]
-        idx[d] = 0
-        d -= 1
-    return px, py
-
-
-@jit
 def _amax_into(A, shape, ast, ost, O, is_min):
     seen = np.zeros(O.shape[0], np.bool_)
-    idx = np.zeros(max(shape.shape[0], 1), np.int64)
+    nd = shape.shape[0]
+    idx = np.zeros(max(nd, 1), np.int64)
     px = 0
     py = 0
     for _ in range(numel(shape)):
@@ -373,7 +363,7 @@ def _amax_into(A, shape, ast, ost, O, is_min):
         if not seen[py] or _better(v, O[py], is_min):
             O[py] = v
             seen[py] = True
-        px, py = _step(idx, shape, ast, ost, px, py)
+        px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
 
 
 def amax_fwd(caddr, row):
@@ -408,13 +398,13 @@ def _amax_grad(A, shape, ast, ost, O, G, GA):
     for _ in range(n):
         if A[px] == O[py]:
             count[py] += 1.0
-        px, py = _step(idx, shape, ast, ost, px, py)
+        px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
     px = 0
     py = 0
     for k in range(n):
         hit = 1.0 if A[px] == O[py] else 0.0
         GA[k] += G[py] / count[py] * hit
-        px, py = _step(idx, shape, ast, ost, px, py)
+        px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
 
 
 def amax_bwd(caddr, row):
