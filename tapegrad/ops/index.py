@@ -147,8 +147,10 @@ def _untake_rows(G, idx, rows, k, GA):
     for i in range(idx.shape[0]):
         v = idx[i]
         base = (v + rows if v < 0 else v) * k
+        dst = GA[base:base + k]
+        src = G[i * k:(i + 1) * k]
         for j in range(k):
-            GA[base + j] += G[i * k + j]
+            dst[j] += src[j]
 
 
 def take_rows_fwd(caddr, row):

@@ -78,22 +78,44 @@ def _step(idx, shape, sx, sy, px, py, d):
 
 
 @jit
+def _coalesce(shape, sx, sy, W):
+    """The same walk over fewer dims, written into W's rows 0-2 (shape, sx, sy); returns
+    the dim count. Neighbours d, d+1 merge where both stride sets step over d+1 exactly (a
+    contiguous sum's backward becomes one flat loop); size-1 dims go."""
+    k = 0
+    for d in range(shape.shape[0]):
+        if shape[d] == 1:
+            continue
+        if k > 0 and W[1, k - 1] == sx[d] * shape[d] and W[2, k - 1] == sy[d] * shape[d]:
+            W[0, k - 1] *= shape[d]
+            W[1, k - 1] = sx[d]
+            W[2, k - 1] = sy[d]
+        else:
+            W[0, k] = shape[d]
+            W[1, k] = sx[d]
+            W[2, k] = sy[d]
+            k += 1
+    if k == 0:                      # every dim is 1: one element
+        W[0, 0] = 1
+        W[1, 0] = 0
+        W[2, 0] = 0
+        k = 1
+    return k
+
+
+@jit
 def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
-    gradient back, X[px] += Y[py] * scale."""
-    nd = shape.shape[0]
+    gradient back, X[px] += Y[py] * scale. The inner loop has unit-stride versions
+    (vectorised) for the layouts sums and broadcasts make."""
     n = 1
-    for d in range(nd):
+    for d in range(shape.shape[0]):
         n *= shape[d]
     if n == 0:
         return
-    if nd == 0:
-        if accumulate_into_y:
-            Y[0] += X[0] * scale
-        else:
-            X[0] += Y[0] * scale
-        return
-    idx = np.zeros(nd, np.int64)
+    W = np.zeros((4, max(shape.shape[0], 1)), np.int64)   # shape, sx, sy, index
+    nd = _coalesce(shape, sx, sy, W)
+    shape, sx, sy, idx = W[0, :nd], W[1, :nd], W[2, :nd], W[3, :nd]
     inner = shape[nd - 1]
     ix = sx[nd - 1]
     iy = sy[nd - 1]
@@ -101,9 +123,27 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     py = 0
     done = 0
     while done < n:
+        # (unit-stride loops index slices: with px + j Numba's negative-index wrap keeps
+        # LLVM from vectorising)
         if accumulate_into_y:
+            if ix == 1 and iy == 1:
+                xs = X[px:px + inner]
+                ys = Y[py:py + inner]
+                for j in range(inner):
+                    ys[j] += xs[j] * scale
+            else:
+                for j in range(inner):
+                    Y[py + j * iy] += X[px + j * ix] * scale
+        elif ix == 1 and iy == 0:
+            v = Y[py] * scale
+            xs = X[px:px + inner]
             for j in range(inner):
-                Y[py + j * iy] += X[px + j * ix] * scale
+                xs[j] += v
+        elif ix == 1 and iy == 1:
+            xs = X[px:px + inner]
+            ys = Y[py:py + inner]
+            for j in range(inner):
+                xs[j] += ys[j] * scale
         else:
             for j in range(inner):
                 X[px + j * ix] += Y[py + j * iy] * scale
