@@ -53,6 +53,7 @@ _M_GRAD = L.M_GRAD
 _MW, _MS, _MN = L.MW, L.M_SHAPE, L.M_NDIM
 _M_ROW, _M_FLAGS, _FL_RETAIN = L.M_ROW, L.M_FLAGS, L.FL_RETAIN
 _M_NUMEL, _FL_REQ = L.M_NUMEL, L.FL_REQ
+_C_WANT_ROWS = L.C_WANT_ROWS
 # the one-call op paths take no lock: their outputs go to a buffer of their own
 _SOLO, _INPLACE_SOLO = L.OPF_SOLO, L.OPF_INPLACE | L.OPF_SOLO
 _getattr = getattr
@@ -323,14 +324,15 @@ class Tensor:
                     ia[0] = i
                     ia[1] = -1
                     r = _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
-                    if r >= 0 and not _LEAF_HOOKS:
-                        return
-                    if r >= 0 or r == L.E_CALLBACK:
+                    if (r >= 0 and _LEAF_HOOKS) or r == L.E_CALLBACK:
                         r = _drive(r, bool(retain_graph))
-                        if r >= 0:
-                            return
-                        from .autograd import _sweep_error
-                        raise _sweep_error(r, E.err.copy())
+                        if r < 0:
+                            from .autograd import _sweep_error
+                            raise _sweep_error(r, E.err.copy())
+                    if r >= 0:
+                        if E.ctx_mv[_C_WANT_ROWS]:      # (see _engine.core.call_ew)
+                            E.load_wanted_rows()
+                        return
         _backward([self], None if gradient is None else [gradient], retain_graph,
                   create_graph, inputs)
 
@@ -1027,6 +1029,7 @@ def _load_kernels(opcode, slot):
 
 
 E.kernel_loader = _load_kernels
+E.has_row_kernels = lambda opcode: OPS[opcode].kind == "binary"
 from .autograd import backward as _backward  # noqa: E402  (autograd needs the front loaded)
 from .autograd.function import (drive as _drive, register_hook as _register_hook,  # noqa: E402
                                 _LEAF_HOOKS)

@@ -764,13 +764,42 @@ def tangent_entry(caddr, row, bits, ntan):
 
 
 @jit
-def call_ew(C, fn):
+def _broadcast_rows(D, backward):
+    """Whether a non-flat loop's inner dim is unit-stride in what it writes (O; the
+    incoming gradient G backward) and 0 or 1 in every other operand present, some 0 (a
+    per-row value broadcast along rows of at least 16): the layout of KSLOT_ROWS loops."""
+    nd = D[D_ND]
+    if D[D_FLAT] != 0 or nd == 0 or D[D_N] == 0 or D[D_SHAPE + nd - 1] < 16:
+        return False
+    fixed = 3 if backward else 2
+    if D[D_ST + fixed * MAXD + nd - 1] != 1:
+        return False
+    some = False
+    for k in range(6 if backward else 2):
+        if k == fixed or D[D_ADDR + k] == 0:
+            continue
+        s = D[D_ST + k * MAXD + nd - 1]
+        if s == 0:
+            some = True
+        elif s != 1:
+            return False
+    return some
+
+
+@jit
+def call_ew(C, fn, table, rows, backward):
     """Run the elementwise kernel fn on the prepared descriptor, split across threads
-    when it is flat and large enough."""
+    when it is flat and large enough. Where a per-row value is broadcast along the rows,
+    the op's row-broadcast loop (table[rows]) runs instead once loaded; the first call
+    that wants it asks Python for it (C_WANT_ROWS) and runs fn's strided loop."""
     D = desc_of(C)
     if C[C_WORKER] != 0 and D[D_FLAT] != 0 and D[D_N] >= 2 * C[C_PAR_MIN]:
         C[C_NSPLIT] += 1
         return split_call(C[C_WORKER], fn, C[C_DESC], D[D_N], C[C_NTHREADS], C[C_PAR_MIN])
+    if table[rows] >= 0 and _broadcast_rows(D, backward):
+        if table[rows] > 0:
+            return call_kernel(table[rows], C[C_DESC], 0)
+        C[C_WANT_ROWS] = rows + 1
     return call_kernel(fn, C[C_DESC], 0)
 
 
@@ -1073,7 +1102,7 @@ def _op(caddr, op, a, b, s, flags):
                 st = call_native_i4(C[C_TANGENT], caddr, r, (1 if record else 0) | (diff << 1),
                                     info[op, O_TANGENT])
             if st >= 0:
-                st = call_ew(C, fwd)
+                st = call_ew(C, fwd, fwd_table(C), slot + KSLOT_ROWS, False)
     else:
         st = call_kernel(fwd, caddr, r)
     C[C_INPLACE] = -1
@@ -1686,10 +1715,11 @@ def _sweep_loop(caddr):
                 if M[deliver[q], M_ROW] == r:
                     _deliver(C, deliver[q], r)
             if not py and not norun:    # (a Function's backward already ran, in Python)
-                fn = bwd[op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)]
+                slot = op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)
+                fn = bwd[slot]
                 if info[op, O_KIND] == KIND_EW:
                     ew_backward_prep(C, r)
-                    st = call_ew(C, fn)
+                    st = call_ew(C, fn, bwd, slot + KSLOT_ROWS, True)
                 else:
                     st = call_kernel(fn, caddr, r)
                 if st != K_OK:

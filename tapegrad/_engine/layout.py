@@ -150,6 +150,9 @@ C_NSPLIT = 20                 # loops split so far (a counter the tests read)
 C_TANGENT = 48                # address of tangent_entry, compiled when a fused op first runs
 C_OUTS_SOLO = 49              # address of outs_solo[] (C_OUTS_CAP long, see OPF_SOLO)
 C_AS_STRIDED = 50             # opcode of as_strided: the row a view's history is re-derived as
+C_WANT_ROWS = 51              # table index + 1 of a row-broadcast kernel an op wanted and found
+                              #   unloaded (it ran the strided loop): Python loads it at the
+                              #   next backward() (0: none)
 NCTX = 56
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------
@@ -188,7 +191,10 @@ OF_OVERLAP_OK = 2  # in place, it writes each element without reading any (fill_
                    # a tensor whose elements share memory (expanded) may be written
 SAVE_OUT = 1 << 7
 KIND_CUSTOM, KIND_EW, KIND_PY = 0, 1, 2   # KIND_PY: autograd.Function, backward in Python
-NKSLOT = 2       # kernel tables hold one slot per (op, float dtype): op * 2 + (dtype == F64)
+NKSLOT = 4       # kernel tables hold slots per op: op * 4 + (dtype == F64), and + 2 for that
+                 # dtype's row-broadcast loops (KSLOT_ROWS)
+KSLOT_ROWS = 2   # a binary elementwise op's loops for an operand broadcast along the inner dim
+                 # (call_ew), compiled when first wanted; -1 in the table: the op has none
 KSLOT_CLONE = -1  # E_NEED_KERNEL with err[1] == this: compile clone_entry (see C_CLONE)
 KSLOT_TANGENT = -2  # ... tangent_entry (see C_TANGENT)
 

@@ -11,7 +11,7 @@ from numba.core.extending import intrinsic
 from numba.core.registry import CPUDispatcher
 
 from .layout import NCTX, MW, SW, RW, C_META, C_META_CAP, C_STOR, C_STOR_CAP, \
-    C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, \
+    C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, NKSLOT, \
     C_OUTS_CAP, C_ERR, C_WORK, C_WORK_CAP, C_IARGS_CAP, C_DESC, DW
 
 
@@ -240,12 +240,12 @@ def opinfo_of(C):
 
 @jit
 def fwd_table(C):
-    return carray(ptr_i64(C[C_FWD]), (512,))
+    return carray(ptr_i64(C[C_FWD]), (256 * NKSLOT,))
 
 
 @jit
 def bwd_table(C):
-    return carray(ptr_i64(C[C_BWD]), (512,))
+    return carray(ptr_i64(C[C_BWD]), (256 * NKSLOT,))
 
 
 @jit

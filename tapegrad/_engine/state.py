@@ -5,6 +5,7 @@ Kernels see the tables only through the addresses in ``ctx``; growing a table is
 Python reallocation plus an address update, with no recompilation.
 """
 import itertools
+import warnings
 import os
 import threading
 
@@ -81,6 +82,7 @@ class Engine:
         c[L.C_OPINFO] = self.opinfo.ctypes.data
         c[L.C_ERR] = self.err.ctypes.data
         self.iargs_mv, self.outs_mv = memoryview(self.iargs), memoryview(self.outs)
+        self.ctx_mv = memoryview(self.ctx)      # (the backward fast path reads C_WANT_ROWS)
         self.outs_solo = np.zeros(len(self.outs), np.int64)
         c[L.C_OUTS_SOLO] = self.outs_solo.ctypes.data
         c[L.C_IARGS] = self.iargs.ctypes.data
@@ -103,6 +105,7 @@ class Engine:
         self.relq_mv = memoryview(self.relq)
         self.relq_slot = itertools.count().__next__
         self.kernel_loader = None    # set by the front: (opcode, slot) -> (fwd, bwd) cfuncs
+        self.has_row_kernels = None  # ... opcode -> whether the op has row-broadcast loops
         self._kernels = {}
         # op_entry and sweep compile (about 30 s cold) on first use, not at import, so a
         # program can start other work (the demo compiles op kernels in a second process
@@ -254,11 +257,37 @@ class Engine:
 
     # ------------------------------------------------------------ kernels
     def load_kernels(self, opcode, slot=0):
-        fwd, bwd = self.kernel_loader(opcode, slot)
+        """Compile (or load) an op's kernels for a slot: 0/1 its float32/float64 loops,
+        2/3 their row-broadcast versions (see core.call_ew); the loader gives None for an
+        op that has none, and the table then holds -1 (never asked for again)."""
+        pair = self.kernel_loader(opcode, slot)
         i = opcode * L.NKSLOT + slot
-        self._kernels[i] = (fwd, bwd)      # keep the cfuncs alive
-        self.fwd[i] = fwd.address
-        self.bwd[i] = bwd.address
+        if pair is None:
+            self.fwd[i] = self.bwd[i] = -1
+            return
+        self._kernels[i] = pair            # keep the cfuncs alive
+        self.fwd[i] = pair[0].address
+        self.bwd[i] = pair[1].address
+        rows = i + L.KSLOT_ROWS
+        if slot < L.KSLOT_ROWS and self.fwd[rows] == 0 and not self.has_row_kernels(opcode):
+            self.fwd[rows] = self.bwd[rows] = -1
+
+    def load_wanted_rows(self):
+        """Load the row-broadcast kernels an op asked for (C_WANT_ROWS), if one did. They
+        only make a layout faster: if they fail to compile, the op keeps its strided loop
+        (with a warning) and the backward that called this still returns its results."""
+        want = int(self.ctx[L.C_WANT_ROWS])
+        if want:
+            self.ctx[L.C_WANT_ROWS] = 0
+            opcode, slot = divmod(want - 1, L.NKSLOT)
+            if self.fwd[want - 1] == 0:
+                try:
+                    self.load_kernels(opcode, slot)
+                except Exception as e:              # noqa: BLE001
+                    self.fwd[want - 1] = self.bwd[want - 1] = -1
+                    warnings.warn(f"tapegrad: op {opcode}'s row-broadcast loops failed to "
+                                  f"compile ({type(e).__name__}: {e}); it keeps its strided "
+                                  "loop", RuntimeWarning, stacklevel=3)
 
     def handle(self, code):
         """Recover from a retryable status (grow a table, load a kernel). Returns False

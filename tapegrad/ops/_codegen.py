@@ -34,7 +34,7 @@ from numpy import log, log1p, log2, log10, exp2, sqrt, sign, floor, ceil, rint, 
 from numpy import tan, arcsin, arccos, arctan, sinh, cosh, arcsinh, arccosh, arctanh
 from numpy import arctan2, hypot, fmod
 from tapegrad.ops._vmath import exp, expm1, sin_, cos_, tanh, sincos_huge   # vectorised
-from tapegrad.ops._vmath import pick
+from tapegrad.ops._vmath import pick, vsum
 from tapegrad._engine.layout import (MAXD, DW, D_N, D_ND, D_FLAT, D_BSCAL, D_W0, D_W1,
                                      D_ADDR, D_SPAN, D_SHAPE, D_ST, D_S, D_S2, K_OK)
 from tapegrad._engine.lowlevel import jit, i64_at, f32_at, f64_at
@@ -51,7 +51,8 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
     (scalar_b: the loop has such an operand). in_place: a flat loop whose output is
     operand A (an in-place op) writes A itself: with O and A two arrays over the same
     memory, LLVM's overlap check sends the loop to its scalar version (a.sub_(b) on 64k
-    float32 took 24 us, NumPy's in-place subtract 8)."""
+    float32 took 24 us, NumPy's in-place subtract 8). Where an operand is broadcast along
+    the inner dim, a binary op's engine runs its _rows_loop kernels instead, once loaded."""
     i1, i2, i3, i4 = indent, indent * 2, indent * 3, indent * 4
     lines = []
     if in_place:
@@ -101,10 +102,15 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
     else:
         lines += [f"{i2}for j in range(inner):"]
         lines += [f"{i3}{x}" for x in body]
-    lines += [f"{i2}done += inner",
-              f"{i2}d = nd - 2",
-              f"{i2}while d >= 0:",
-              f"{i3}idx[d] += 1"]
+    return lines + _next_row(operands, i2, i3)
+
+
+def _next_row(operands, i2, i3):
+    """The odometer's step to the next inner row: every operand's offset moves."""
+    lines = [f"{i2}done += inner",
+             f"{i2}d = nd - 2",
+             f"{i2}while d >= 0:",
+             f"{i3}idx[d] += 1"]
     for x, k in operands.items():
         lines.append(f"{i3}p{x} += st[{k}, d]")
     lines += [f"{i3}if idx[d] < shape[d]:",
@@ -114,6 +120,69 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
     lines += [f"{i3}idx[d] = 0",
               f"{i3}d -= 1"]
     return lines
+
+
+def _unswitched(body, ks, indent):
+    """`for j in range(inner):` over body, one copy per case of the flags w<k> (k in ks)
+    the body tests, without the tests: a store under a flag keeps the loop from
+    vectorising (a (64, 512) broadcast sub's backward: 57 us, 26 unswitched)."""
+    ks = [k for k in ks if f"if w{k}:" in body]
+    if not ks:
+        return [f"{indent}for j in range(inner):"] + [f"{indent}    {x}" for x in body]
+    cases = [(0, 1), (0,), (1,)] if len(ks) == 2 else [tuple(ks)]
+    lines = []
+    for i, on in enumerate(cases):
+        lines.append(f"{indent}{'elif' if i else 'if'} {' and '.join(f'w{k}' for k in on)}:")
+        lines.append(f"{indent}    for j in range(inner):")
+        keep = True
+        for x in body:
+            if x.startswith("if w"):
+                keep = int(x[4:-1]) in on
+            elif not x.startswith("    "):
+                keep = True
+                lines.append(f"{indent}        {x}")
+            elif keep:
+                lines.append(f"{indent}        {x[4:]}")
+    return lines
+
+
+def _rows_loop(operands, unit_body, fixed, sums, indent="    "):
+    """Body of a loop over an nd index space whose inner strides are 1 for the operands in
+    `fixed` and 0 or 1 for the others, some 0: a per-row value broadcast along the row, as
+    x - x.mean(-1, keepdim=True) and its backward make. Such an operand is read from a row
+    buffer filled with its one value, and a gradient in `sums` (name: its input's number
+    k) is written into a zeroed row buffer and added up once per row, so the inner loop
+    is the unit-stride one (the odometer's strided loop, with Numba's negative-index
+    check on every element, took 8x as long on a (64, 512) float32). Separate kernels
+    (fwd_r_*, bwd_r_*) that the engine picks (core.call_ew) and Python compiles when one
+    is first wanted: compiled with every op they cost 1.3 s per binary op cold, and inside
+    the main loop's function the unit-stride loop 0.3 us per call."""
+    i1, i2, i3 = indent, indent * 2, indent * 3
+    rows = [x for x in operands if x not in fixed]
+    out0 = [x for x in operands if x in fixed][0]
+    lines = [f"{i1}idx = np.zeros(nd, np.int64)",
+             f"{i1}inner = shape[nd - 1]",
+             f"{i1}R_ = np.empty({len(rows)} * inner, {out0}.dtype)"]
+    for x, k in operands.items():
+        lines += [f"{i1}p{x} = 0", f"{i1}i{x} = st[{k}, nd - 1]"]
+    lines += [f"{i1}done = 0",
+              f"{i1}while done < n:"]
+    lines += [f"{i2}{x}u = {x}[p{x}:p{x} + inner]" for x in operands if x in fixed]
+    for r, x in enumerate(rows):
+        lines += [f"{i2}if i{x} == 1:",
+                  f"{i3}{x}u = {x}[p{x}:p{x} + inner]",
+                  f"{i2}else:",
+                  f"{i3}{x}u = R_[{r} * inner:{r + 1} * inner]"]
+        # (an absent operand, one no wanted gradient reads, has no elements)
+        lines += ([f"{i3}{x}u[:] = zero"] if x in sums else
+                  [f"{i3}if {x}.shape[0] > 0:", f"{i3}    {x}u[:] = {x}[p{x}]"])
+    lines += _unswitched(unit_body, list(sums.values()), i2)
+    for x in rows:
+        if x in sums:
+            k = sums[x]
+            lines += [f"{i2}if i{x} == 0 and w{k}:",
+                      f"{i3}{x}[p{x}] = pick(acc{k}, {x}[p{x}], zero) + vsum({x}u, zero)"]
+    return lines + _next_row(operands, i2, i3)
 
 
 def _reads(names, binary):
@@ -153,9 +222,13 @@ def _source(op):
     # ---- forward loop: O = f(a, b)
     r, fr, ur, ops_f = _reads(_names(op.forward) | {"a"}, binary)
     ops_f["O"] = 2
+    fargs = f"A, B, O, st, shape, nd, n, flat, bscal, s, s2, zero, one, two, half{big_arg}"
+    if binary:          # (a unary op's operand is rarely an expanded tensor)
+        src += ["@jit", f"def _fwd_rows({fargs}):"]
+        src += _rows_loop(ops_f, ur + [f"Ou[j] = {fwd}"], ("O",), {})
+        src.append("")
     src.append("@jit")
-    src.append("def _fwd_loop(A, B, O, st, shape, nd, n, flat, bscal, s, s2, zero, one, two, "
-               f"half{big_arg}):")
+    src.append(f"def _fwd_loop({fargs}):")
     src += _nd_loop(ops_f, r + [f"O[pO + j * iO] = {fwd}"],
                     fr + [f"O[i] = {fwd}"], ur + [f"Ou[j] = {fwd}"], in_place=True)
     src.append("")
@@ -176,10 +249,15 @@ def _source(op):
         for lines, rd, mode in ((body, r, "s"), (fbody, fr, "f"), (ubody, ur, "u")):
             lines += [f"if w{k}:"] + [f"    {x}" for x in rd]
             lines += [f"    {_grad_write(tgt, mode, k, gf)}"]
+    bargs = (f"G, A, B, O, GA, GB, w0, w1, acc0, acc1, st, shape, nd, n, flat, bscal, s, "
+             f"s2, zero, one, two, half{big_arg}")
+    sums = {"GA": 0, "GB": 1}
+    if binary:
+        src += ["@jit", f"def _bwd_rows({bargs}):"]
+        src += _rows_loop(ops_b, ubody, ("G",), sums)
+        src.append("")
     src.append("@jit")
-    src.append("def _bwd_loop(G, A, B, O, GA, GB, w0, w1, acc0, acc1, st, shape, nd, n, flat, "
-               "bscal, s, "
-               f"s2, zero, one, two, half{big_arg}):")
+    src.append(f"def _bwd_loop({bargs}):")
     src += _nd_loop(ops_b, body, fbody, ubody)
     src.append("")
 
@@ -203,6 +281,9 @@ def _source(op):
                f"{consts})")
         src.append(_entry(f"fwd_{ty}", pre + fwd))
         src.append(_entry(f"bwd_{ty}", pre + bwd))
+        if binary:      # (compiled only when the engine first wants them: OpDef.kernels)
+            src.append(_entry(f"fwd_r_{ty}", pre + fwd.replace("_fwd_loop", "_fwd_rows")))
+            src.append(_entry(f"bwd_r_{ty}", pre + bwd.replace("_bwd_loop", "_bwd_rows")))
     return "\n".join(src)
 
 

@@ -477,3 +477,13 @@ def _expm1_by_dtype(x):
         def impl(x):
             return np.expm1(x)
     return impl
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz", "arcp"})
+def vsum(X, zero):
+    """The sum of a row buffer (one row's share of a broadcast input's gradient, in the
+    row-broadcast loops), reassociated so that it vectorises."""
+    s = zero
+    for j in range(X.shape[0]):
+        s += X[j]
+    return s

@@ -78,16 +78,20 @@ class OpDef:
     def kernels(self, slot):
         """(forward, backward) C functions for kernel slot 0 (float32) or 1 (float64),
         compiled on first use. Elementwise loops are per dtype, so a float32 program never
-        compiles float64 loops; hand-written kernels serve both slots."""
+        compiles float64 loops; hand-written kernels serve both slots. Slots 2/3: a binary
+        op's row-broadcast loops for those dtypes (_engine.core.call_ew), None for other
+        ops."""
         if self._kernels is None:
             self._kernels = {}
+        if slot >= 2 and self.kind != "binary":
+            return None
         generated = self.kind in ("unary", "binary", "fused")
         key = slot if generated or self.per_dtype else 0
         if key not in self._kernels:
             if generated:
                 from . import _codegen
                 mod = _codegen.load(self)
-                ty = ("f32", "f64")[slot]
+                ty = ("f32", "f64", "r_f32", "r_f64")[slot]
                 fwd_py, bwd_py = getattr(mod, "fwd_" + ty), getattr(mod, "bwd_" + ty)
             else:
                 shared = _SHARED.get((self.module, self.fwd_fn, self.bwd_fn, key))
