@@ -104,6 +104,26 @@ def _coalesce(shape, sx, sy, W):
 
 
 @jit
+def _add_row(D, pd, sd, S, ps, ss, inner, scale):
+    """D[pd + j * sd] += S[ps + j * ss] * scale for j < inner, with unit-stride versions
+    for a contiguous row of D (slices: with pd + j, Numba's negative-index wrap keeps
+    LLVM from vectorising)."""
+    if sd == 1 and ss == 1:
+        dst = D[pd:pd + inner]
+        src = S[ps:ps + inner]
+        for j in range(inner):
+            dst[j] += src[j] * scale
+    elif sd == 1 and ss == 0:
+        v = S[ps] * scale
+        dst = D[pd:pd + inner]
+        for j in range(inner):
+            dst[j] += v
+    else:
+        for j in range(inner):
+            D[pd + j * sd] += S[ps + j * ss] * scale
+
+
+@jit
 def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
     gradient back, X[px] += Y[py] * scale. The inner loop has unit-stride versions
@@ -123,30 +143,10 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     py = 0
     done = 0
     while done < n:
-        # (unit-stride loops index slices: with px + j Numba's negative-index wrap keeps
-        # LLVM from vectorising)
         if accumulate_into_y:
-            if ix == 1 and iy == 1:
-                xs = X[px:px + inner]
-                ys = Y[py:py + inner]
-                for j in range(inner):
-                    ys[j] += xs[j] * scale
-            else:
-                for j in range(inner):
-                    Y[py + j * iy] += X[px + j * ix] * scale
-        elif ix == 1 and iy == 0:
-            v = Y[py] * scale
-            xs = X[px:px + inner]
-            for j in range(inner):
-                xs[j] += v
-        elif ix == 1 and iy == 1:
-            xs = X[px:px + inner]
-            ys = Y[py:py + inner]
-            for j in range(inner):
-                xs[j] += ys[j] * scale
+            _add_row(Y, py, iy, X, px, ix, inner, scale)
         else:
-            for j in range(inner):
-                X[px + j * ix] += Y[py + j * iy] * scale
+            _add_row(X, px, ix, Y, py, iy, inner, scale)
         done += inner
         px, py = _step(idx, shape, sx, sy, px, py, nd - 2)
 
