@@ -758,6 +758,35 @@ class OpsMix(Workload):
         return Impl(values, loop)
 
 
+class RowCenter(Workload):
+    """A per-row value broadcast along the rows, forward and backward: x minus its row
+    means, weighted and summed (the broadcast operand has inner stride 0)."""
+    key, title = ("row_center", "row-broadcast (x - x.mean(1, keepdim=True)) * w, "
+                  "(64, 512) float32, fwd+bwd")
+    rows = (("main", "", "µs/call", 1),)
+
+    def data(self):
+        np = self.L.np
+        rng = np.random.default_rng(6)
+        return (rng.standard_normal((64, 512)).astype(np.float32),
+                rng.standard_normal((64, 512)).astype(np.float32))
+
+    def eager(self, M):
+        xn, wn = self.data()
+        x, w = M.tensor(xn, requires_grad=True), M.tensor(wn)
+
+        def call():
+            x.grad = None
+            loss = ((x - x.mean(1, keepdim=True)) * w).sum()
+            loss.backward()
+            return loss
+
+        def loop(n):
+            for _ in range(n):
+                call()
+        return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
+
+
 class Chain1M(Workload):
     rows = (("main", "", "µs/call", 1),)
 
@@ -848,8 +877,8 @@ class ReplayChain1M(Chain1M):
 
 def workloads(L):
     return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
-            Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L), ReplayMLPSteps(L),
-            ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
+            RowCenter(L), Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L),
+            ReplayMLPSteps(L), ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
             ReplayChain1M(L, "float64")]
 
 

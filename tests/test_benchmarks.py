@@ -49,3 +49,13 @@ def test_compare_measures_peak_memory_of_the_chain(tmp_path):
     mb = [float(r.split("|")[3]) for r in rows]
     # one saved 1M-element array per 5-op cycle (tanh's output, which pow also reads)
     assert 100 < mb[0] < 400 and 200 < mb[1] < 800
+
+
+def test_compare_row_broadcast_values_agree_with_torch(tmp_path):
+    """The row-broadcast workload's loss and gradient agree with PyTorch's (a row whose
+    peers disagree is aborted instead of timed)."""
+    pytest.importorskip("torch")
+    text = _compare(tmp_path, hide_torch=False, only="row_center")
+    row = next(line for line in text.splitlines() if line.startswith("| row-broadcast"))
+    assert "ABORTED" not in row
+    assert float(row.split("|")[5]) > 0        # a tapegrad/torch ratio
