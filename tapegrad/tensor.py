@@ -53,7 +53,6 @@ _M_GRAD = L.M_GRAD
 _MW, _MS, _MN = L.MW, L.M_SHAPE, L.M_NDIM
 _M_ROW, _M_FLAGS, _FL_RETAIN = L.M_ROW, L.M_FLAGS, L.FL_RETAIN
 _M_NUMEL, _FL_REQ = L.M_NUMEL, L.FL_REQ
-_C_WANT_ROWS = L.C_WANT_ROWS
 # the one-call op paths take no lock: their outputs go to a buffer of their own
 _SOLO, _INPLACE_SOLO = L.OPF_SOLO, L.OPF_INPLACE | L.OPF_SOLO
 _getattr = getattr
@@ -324,15 +323,14 @@ class Tensor:
                     ia[0] = i
                     ia[1] = -1
                     r = _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
-                    if (r >= 0 and _LEAF_HOOKS) or r == L.E_CALLBACK:
-                        r = _drive(r, bool(retain_graph))
-                        if r < 0:
-                            from .autograd import _sweep_error
-                            raise _sweep_error(r, E.err.copy())
-                    if r >= 0:
-                        if E.ctx_mv[_C_WANT_ROWS]:      # (see _engine.core.call_ew)
-                            E.load_wanted_rows()
+                    if r >= 0 and not _LEAF_HOOKS:
                         return
+                    if r >= 0 or r == L.E_CALLBACK:
+                        r = _drive(r, bool(retain_graph))
+                        if r >= 0:
+                            return
+                        from .autograd import _sweep_error
+                        raise _sweep_error(r, E.err.copy())
         _backward([self], None if gradient is None else [gradient], retain_graph,
                   create_graph, inputs)
 

@@ -1,7 +1,7 @@
 """Binary elementwise ops with an operand broadcast along the inner dim (a per-row value:
 x - x.mean(-1, keepdim=True)) run their row-broadcast loops (KSLOT_ROWS, engine
-call_ew) once Python has loaded them, which happens after the first backward() that
-wanted them. Every binary op's forward and gradients there are checked against the same
+call_ew) once Python has loaded them, which the op after the first one that wanted them
+asks for. Every binary op's forward and gradients there are checked against the same
 computation on the odometer's strided loop (the path before loading), and against
 NumPy."""
 import numpy as np
@@ -160,20 +160,28 @@ def test_in_place_with_a_row_value_on_the_row_loops():
     np.testing.assert_allclose(m.grad.numpy(), np.full((4, 1), -32.0))
 
 
-def test_the_first_backward_loads_the_row_loops_it_wanted():
+@pytest.mark.parametrize("grad", [True, False])
+def test_the_next_op_loads_the_row_loops_an_op_wanted(grad):
     E = engine()
     i = _rows_index("hypot", np.float32)
     saved = (int(E.fwd[i]), int(E.bwd[i]))
     E.fwd[i] = E.bwd[i] = 0          # as in a fresh process
     try:
-        a = tg.tensor(RNG.uniform(1, 2, (4, 50)).astype(np.float32), requires_grad=True)
-        b = tg.tensor(RNG.uniform(1, 2, (4, 1)).astype(np.float32), requires_grad=True)
-        y = tg.hypot(a, b)
-        assert E.ctx[L.C_WANT_ROWS] == i + 1        # the forward asked (and ran strided)
-        assert E.fwd[i] == 0
-        y.sum().backward()
-        assert E.ctx[L.C_WANT_ROWS] == 0
-        assert E.fwd[i] > 0 and E.bwd[i] > 0
+        an = RNG.uniform(1, 2, (4, 50)).astype(np.float32)
+        bn = RNG.uniform(1, 2, (4, 1)).astype(np.float32)
+        a = tg.tensor(an, requires_grad=grad)
+        b = tg.tensor(bn, requires_grad=grad)
+        with tg.set_grad_enabled(grad):         # (inference too: no backward needed)
+            y = tg.hypot(a, b)
+            assert E.ctx[L.C_WANT_ROWS] == i + 1    # it asked (and ran the strided loop)
+            assert E.fwd[i] == 0
+            z = y * 2.0                             # the next op loads them first
+            assert E.ctx[L.C_WANT_ROWS] == 0
+            assert E.fwd[i] > 0 and E.bwd[i] > 0
+            y2 = tg.hypot(a, b)                     # and they run from now on
+        np.testing.assert_array_equal(y2.detach().numpy(), y.detach().numpy())
+        np.testing.assert_array_equal(z.detach().numpy(), 2 * y.detach().numpy())
+        np.testing.assert_allclose(y.detach().numpy(), np.hypot(an, bn), rtol=1e-6)
         # a unary op never has them: its table entry says so once its kernels load
         j = BY_NAME["exp"].opcode * L.NKSLOT + L.KSLOT_ROWS
         tg.tensor(np.ones(3, np.float32)).exp()
@@ -221,9 +229,12 @@ def test_row_loops_that_fail_to_compile_leave_the_strided_loop_and_warn(monkeypa
         an, bn = RNG.uniform(1, 2, (3, 20)), RNG.uniform(1, 2, (3, 1))
         a = tg.tensor(an, requires_grad=True)
         b = tg.tensor(bn, requires_grad=True)
+        y = tg.atan2(a, b)
         with pytest.warns(RuntimeWarning, match="row-broadcast loops failed to compile"):
-            tg.atan2(a, b).sum().backward()
+            loss = y.sum()                  # the op that tried to load them goes on
         assert E.fwd[i] == -1 and E.bwd[i] == -1
+        np.testing.assert_allclose(loss.item(), np.arctan2(an, bn).sum(), rtol=1e-13)
+        loss.backward()
         d = an ** 2 + bn ** 2
         np.testing.assert_allclose(a.grad.numpy(), bn / d, rtol=1e-13)
         np.testing.assert_allclose(b.grad.numpy(), (-an / d).sum(1, keepdims=True),

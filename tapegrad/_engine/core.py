@@ -791,7 +791,9 @@ def call_ew(C, fn, table, rows, backward):
     """Run the elementwise kernel fn on the prepared descriptor, split across threads
     when it is flat and large enough. Where a per-row value is broadcast along the rows,
     the op's row-broadcast loop (table[rows]) runs instead once loaded; the first call
-    that wants it asks Python for it (C_WANT_ROWS) and runs fn's strided loop."""
+    that wants it runs fn's strided loop and marks it (C_WANT_ROWS), and the next op
+    returns E_NEED_KERNEL for it before doing anything (Python loads it, the op runs
+    again)."""
     D = desc_of(C)
     if C[C_WORKER] != 0 and D[D_FLAT] != 0 and D[D_N] >= 2 * C[C_PAR_MIN]:
         C[C_NSPLIT] += 1
@@ -1017,6 +1019,13 @@ def _op(caddr, op, a, b, s, flags):
         return E_GROW_STOR
     if C[C_TAPE_CAP] - C[C_LIVE_ROWS] < 4:
         return E_GROW_TAPE
+    want = C[C_WANT_ROWS]
+    if want != 0:           # row-broadcast loops an earlier op wanted (call_ew): load them
+        # (Python clears the mark when it loads them: a caller may drop this status and
+        # call again)
+        err_of(C)[0] = (want - 1) // NKSLOT
+        err_of(C)[1] = (want - 1) % NKSLOT
+        return E_NEED_KERNEL
     info = opinfo_of(C)
     ew = info[op, O_KIND] == KIND_EW
     dta = M[a, M_DTYPE]

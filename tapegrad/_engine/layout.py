@@ -151,8 +151,8 @@ C_TANGENT = 48                # address of tangent_entry, compiled when a fused 
 C_OUTS_SOLO = 49              # address of outs_solo[] (C_OUTS_CAP long, see OPF_SOLO)
 C_AS_STRIDED = 50             # opcode of as_strided: the row a view's history is re-derived as
 C_WANT_ROWS = 51              # table index + 1 of a row-broadcast kernel an op wanted and found
-                              #   unloaded (it ran the strided loop): Python loads it at the
-                              #   next backward() (0: none)
+                              #   unloaded (it ran the strided loop): the next op asks Python
+                              #   for it (E_NEED_KERNEL) before it starts (0: none)
 NCTX = 56
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------

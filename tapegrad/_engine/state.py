@@ -82,7 +82,6 @@ class Engine:
         c[L.C_OPINFO] = self.opinfo.ctypes.data
         c[L.C_ERR] = self.err.ctypes.data
         self.iargs_mv, self.outs_mv = memoryview(self.iargs), memoryview(self.outs)
-        self.ctx_mv = memoryview(self.ctx)      # (the backward fast path reads C_WANT_ROWS)
         self.outs_solo = np.zeros(len(self.outs), np.int64)
         c[L.C_OUTS_SOLO] = self.outs_solo.ctypes.data
         c[L.C_IARGS] = self.iargs.ctypes.data
@@ -272,22 +271,21 @@ class Engine:
         if slot < L.KSLOT_ROWS and self.fwd[rows] == 0 and not self.has_row_kernels(opcode):
             self.fwd[rows] = self.bwd[rows] = -1
 
-    def load_wanted_rows(self):
-        """Load the row-broadcast kernels an op asked for (C_WANT_ROWS), if one did. They
-        only make a layout faster: if they fail to compile, the op keeps its strided loop
-        (with a warning) and the backward that called this still returns its results."""
-        want = int(self.ctx[L.C_WANT_ROWS])
-        if want:
-            self.ctx[L.C_WANT_ROWS] = 0
-            opcode, slot = divmod(want - 1, L.NKSLOT)
-            if self.fwd[want - 1] == 0:
-                try:
-                    self.load_kernels(opcode, slot)
-                except Exception as e:              # noqa: BLE001
-                    self.fwd[want - 1] = self.bwd[want - 1] = -1
-                    warnings.warn(f"tapegrad: op {opcode}'s row-broadcast loops failed to "
-                                  f"compile ({type(e).__name__}: {e}); it keeps its strided "
-                                  "loop", RuntimeWarning, stacklevel=3)
+    def _load_rows(self, opcode, slot):
+        """Load an op's row-broadcast kernels (an op asked: see core.call_ew). They only
+        make a layout faster: if they fail to compile, the op keeps its strided loop,
+        with a warning, and the op that asked goes on."""
+        self.ctx[L.C_WANT_ROWS] = 0
+        i = opcode * L.NKSLOT + slot
+        if self.fwd[i] != 0:
+            return
+        try:
+            self.load_kernels(opcode, slot)
+        except Exception as e:              # noqa: BLE001
+            self.fwd[i] = self.bwd[i] = -1
+            warnings.warn(f"tapegrad: op {opcode}'s row-broadcast loops failed to compile "
+                          f"({type(e).__name__}: {e}); it keeps its strided loop",
+                          RuntimeWarning, stacklevel=4)
 
     def handle(self, code):
         """Recover from a retryable status (grow a table, load a kernel). Returns False
@@ -299,6 +297,8 @@ class Engine:
             with kernel_cache(engine=True):
                 self.ctx[L.C_TANGENT] = native_address(
                     core.tangent_entry, "int64(int64, int64, int64, int64)")
+        elif code == L.E_NEED_KERNEL and self.err[1] >= L.KSLOT_ROWS:
+            self._load_rows(int(self.err[0]), int(self.err[1]))
         elif code == L.E_NEED_KERNEL:
             self.load_kernels(int(self.err[0]), int(self.err[1]))
         elif code == L.E_GROW_META:

@@ -61,8 +61,6 @@ def _run_sweep(roots, seeds, captures, mode, retain):
             if r == L.E_CALLBACK or (r >= 0 and _LEAF_HOOKS):
                 r = drive(r, retain)
             if r >= 0:
-                if E.ctx[L.C_WANT_ROWS]:    # (for the next steps: see core.call_ew)
-                    E.load_wanted_rows()
                 return E.outs[:m].tolist()
             if r in (L.E_NEED_KERNEL, L.E_GROW_STOR, L.E_GROW_META):
                 E.handle(r)
