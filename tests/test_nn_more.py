@@ -732,6 +732,15 @@ def test_parameter_dict_matches_torch():
     assert repr(one) == repr(ref).replace("torch.", "tapegrad.")
 
 
+def test_parameter_list_repr_matches_torch():
+    torch = pytest.importorskip("torch")
+
+    def build(L):
+        return L.nn.ParameterList([L.nn.Parameter(L.ones(2, 3)), L.zeros(4, dtype=L.float64),
+                                   "x"])
+    assert repr(build(tg)) == repr(build(torch)).replace("torch.", "tapegrad.")
+
+
 def test_parameter_dict_errors():
     d = nn.ParameterDict()
     with pytest.raises(TypeError, match="Index given to ParameterDict cannot be used as a key as "

@@ -88,11 +88,44 @@ class ModuleList(Module):
             self.append(m)
 
 
-class ModuleDict(Module):
+def _held_repr(pairs, type_name):
+    """The lines ParameterList and ParameterDict print for their (key, value) pairs."""
+    lines = []
+    for k, p in pairs:
+        if isinstance(p, Tensor):
+            kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+            size = "x".join(str(n) for n in p.shape)
+            lines.append(f"  ({k}): {kind} containing: [{type_name(p)} of size {size}]")
+        else:
+            lines.append(f"  ({k}): Object of type: {type(p).__name__}")
+    return "\n".join(lines)
+
+
+class _Keyed:
+    """The key side of the mapping protocol for a container whose keys, in order, are
+    those of self._key_store() (ModuleDict: its modules; ParameterDict: its key list)."""
+
+    def __len__(self):
+        return len(self._key_store())
+
+    def __iter__(self):
+        return iter(self._key_store())
+
+    def __contains__(self, key):
+        return key in self._key_store()
+
+    def keys(self):
+        return self._key_store().keys()
+
+
+class ModuleDict(_Keyed, Module):
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.update(modules)
+
+    def _key_store(self):
+        return self._modules
 
     def __getitem__(self, key):
         return self._modules[key]
@@ -102,18 +135,6 @@ class ModuleDict(Module):
 
     def __delitem__(self, key):
         del self._modules[key]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
 
     def values(self):
         return self._modules.values()
@@ -179,19 +200,11 @@ class ParameterList(Module):
     def __call__(self, *args, **kwargs):
         raise RuntimeError("ParameterList should not be called.")
 
-    def extra_repr(self):
-        lines = []
-        for k, p in enumerate(self):
-            if isinstance(p, Tensor):
-                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-                size = "x".join(str(n) for n in p.shape)
-                lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size {size}]")
-            else:
-                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
+    def extra_repr(self):     # (PyTorch names the dtype here, the tensor type in a dict)
+        return _held_repr(enumerate(self), lambda p: p.dtype)
 
 
-class ParameterDict(Module):
+class ParameterDict(_Keyed, Module):
     """Parameters held by string keys, registered under those keys (so parameters(),
     state_dict() and optimizers see them); a Tensor stored becomes a Parameter, other
     objects are kept as plain attributes. As in PyTorch, a plain dict given to the
@@ -226,17 +239,11 @@ class ParameterDict(Module):
         del self._keys[key]
         delattr(self, self._attr(key))
 
-    def __len__(self):
-        return len(self._keys)
-
-    def __iter__(self):
-        return iter(self._keys)
+    def _key_store(self):
+        return self._keys
 
     def __reversed__(self):
         return reversed(self._keys)
-
-    def __contains__(self, key):
-        return key in self._keys
 
     def copy(self):
         return ParameterDict(collections.OrderedDict((k, self[k]) for k in self._keys))
@@ -265,9 +272,6 @@ class ParameterDict(Module):
 
     def fromkeys(self, keys, default=None):
         return ParameterDict((k, default) for k in keys)
-
-    def keys(self):
-        return self._keys.keys()
 
     def items(self):
         return ((k, self[k]) for k in self._keys)
@@ -313,15 +317,7 @@ class ParameterDict(Module):
         raise RuntimeError("ParameterDict should not be called.")
 
     def extra_repr(self):
-        lines = []
-        for k, p in self.items():
-            if isinstance(p, Tensor):
-                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-                size = "x".join(str(n) for n in p.shape)
-                lines.append(f"  ({k}): {kind} containing: [{p.type()} of size {size}]")
-            else:
-                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
+        return _held_repr(self.items(), lambda p: p.type())
 
 
 # ---------------------------------------------------------------- layers
