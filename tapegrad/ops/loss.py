@@ -21,7 +21,7 @@ from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, 
 from .index import offsets
 from .along import _read, _write, _accumulate
 from .registry import OpDef, register
-from ._vmath import exp
+from ._vmath import exp, maxnum, vsum
 
 _M = __name__
 FV = 16
@@ -321,57 +321,78 @@ def _nll_lines(row_kind, ign, eps, N, K, D, X, tgt, W, E):
 
 
 @jit
-def _ce_lines(X, tgt, ign, N, K, E, loss):
+def _minus(R, out, m):
+    for k in range(R.shape[0]):
+        out[k] = R[k] - m
+
+
+@jit
+def _exp_in_place(E):
+    for i in range(E.shape[0]):
+        E[i] = exp(E[i])
+
+
+@jit
+def _add_scaled(G, E, r):
+    for k in range(G.shape[0]):
+        G[k] += E[k] * r
+
+
+@jit
+def _ce_lines(X, tgt, ign, N, K, E, loss, zero):
     """The plain cross entropy of N x K logits X: (loss sum (0 unless `loss`: the backward
     needs no logs), samples not ignored, each counted line's sum of exps); E (X's dtype)
-    ends holding exp(x - the line's max)."""
-    MX = np.empty(N)
-    S = np.empty(N)
+    ends holding exp(x - the line's max) on those lines. Every pass is a loop LLVM
+    vectorises: each line's max (maxnum) and x - max, one exp over all lines at once (a
+    line of 10 would leave most of its exps to the scalar remainder), each line's sum in
+    X's dtype (zero), reassociated as PyTorch's vectorised sum: 256 x 1000 float32,
+    490 -> 180 us, where one running max and a float64 sum were scalar chains."""
+    MX = np.empty(N, X.dtype)
+    S = np.empty(N, X.dtype)
     for n in range(N):
-        b = n * K
-        m = -np.inf
-        for k in range(K):
-            m = max(m, X[b + k])
+        if tgt[n] == ign:   # (skipped: with K = 0 every line is, as any target is out of range)
+            continue
+        R = X[n * K:(n + 1) * K]
+        m = R[0]
+        for k in range(1, K):
+            m = maxnum(m, R[k])
         MX[n] = m
-        for k in range(K):
-            E[b + k] = X[b + k] - m
-    for i in range(N * K):
-        E[i] = exp(E[i])
+        _minus(R, E[n * K:(n + 1) * K], m)
+    _exp_in_place(E)
     total = 0.0
     count = 0
     for n in range(N):
         c = tgt[n]
         if c == ign:
             continue
-        b = n * K
-        s = 0.0
-        for k in range(K):
-            s += E[b + k]
+        s = vsum(E[n * K:(n + 1) * K], zero)
         S[n] = s
         if loss:
-            total += MX[n] + math.log(s) - X[b + c]
+            total += MX[n] + math.log(s) - X[n * K + c]
         count += 1
     return total, count, S
 
 
 @jit
-def _ce_grads(X, tgt, ign, N, K, g, red, GX, E):
+def _ce_grads(X, tgt, ign, N, K, g, red, GX, E, zero):
     """GX += the plain cross entropy's gradient for an incoming gradient g."""
-    _, count, S = _ce_lines(X, tgt, ign, N, K, E, False)
+    _, count, S = _ce_lines(X, tgt, ign, N, K, E, False, zero)
     coef = g / count if red == MEAN else g
     for n in range(N):
         c = tgt[n]
         if c == ign:
             continue
-        b = n * K
+        G = GX[n * K:(n + 1) * K]
+        L = E[n * K:(n + 1) * K]
         r = coef / S[n]
-        for k in range(K):
-            GX[b + k] += E[b + k] * r - (coef if k == c else 0.0)
+        at_target = G[c]
+        _add_scaled(G, L, r)
+        G[c] = at_target + (L[c] * r - coef)     # (one rounding, as every other element)
 
 
 @jit
-def _ce_fwd(C, dt, red, X, tgt, ign, N, K, E):
-    total, count, _ = _ce_lines(X, tgt, ign, N, K, E, True)
+def _ce_fwd(C, dt, red, X, tgt, ign, N, K, E, zero):
+    total, count, _ = _ce_lines(X, tgt, ign, N, K, E, True, zero)
     out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
     if out < 0:
         return out
@@ -409,9 +430,9 @@ def ce_plain_fwd(caddr, row):
     n = N * K               # (the exps in the logits' dtype, as PyTorch computes them)
     if KERNEL_DTYPE == F32:
         return _ce_fwd(C, dt, T[row, R_IATTR], f32_at(data_addr(C, x), n), tgt, ign, N, K,
-                       np.empty(n, np.float32))
+                       np.empty(n, np.float32), np.float32(0.0))
     return _ce_fwd(C, dt, T[row, R_IATTR], f64_at(data_addr(C, x), n), tgt, ign, N, K,
-                   np.empty(n))
+                   np.empty(n), 0.0)
 
 
 def ce_plain_bwd(caddr, row):
@@ -430,10 +451,10 @@ def ce_plain_bwd(caddr, row):
     red = T[row, R_IATTR]
     if KERNEL_DTYPE == F32:
         _ce_grads(f32_at(x, n), tgt, ign, N, K, np.float64(f32_at(ga, 1)[0]), red,
-                  f32_at(gx, n), np.empty(n, np.float32))
+                  f32_at(gx, n), np.empty(n, np.float32), np.float32(0.0))
     else:
         _ce_grads(f64_at(x, n), tgt, ign, N, K, f64_at(ga, 1)[0], red, f64_at(gx, n),
-                  np.empty(n))
+                  np.empty(n), 0.0)
     return K_OK
 
 
