@@ -1027,7 +1027,7 @@ def _load_kernels(opcode, slot):
 
 
 E.kernel_loader = _load_kernels
-E.has_row_kernels = lambda opcode: OPS[opcode].kind == "binary"
+E.has_row_kernels = lambda opcode: OPS[opcode].has_row_loops
 from .autograd import backward as _backward  # noqa: E402  (autograd needs the front loaded)
 from .autograd.function import (drive as _drive, register_hook as _register_hook,  # noqa: E402
                                 _LEAF_HOOKS)

@@ -75,6 +75,12 @@ class OpDef:
     def diff_mask(self):
         return sum(1 << i for i in self.diff)
 
+    @property
+    def has_row_loops(self):
+        """Whether the op has row-broadcast loops (kernel slots 2/3, _engine.core.call_ew):
+        binary elementwise ops do."""
+        return self.kind == "binary"
+
     def kernels(self, slot):
         """(forward, backward) C functions for kernel slot 0 (float32) or 1 (float64),
         compiled on first use. Elementwise loops are per dtype, so a float32 program never
@@ -83,7 +89,7 @@ class OpDef:
         ops."""
         if self._kernels is None:
             self._kernels = {}
-        if slot >= 2 and self.kind != "binary":
+        if slot >= 2 and not self.has_row_loops:
             return None
         generated = self.kind in ("unary", "binary", "fused")
         key = slot if generated or self.per_dtype else 0
