@@ -1065,19 +1065,26 @@ def test_cold_start_loads_only_the_kernels_it_uses():
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 @pytest.mark.parametrize("where", ["max", "other", "target"])
-def test_cross_entropy_with_non_finite_logits_matches_torch(bad, where):
-    """The per-line maximum is a branch-free max(); logits holding nan or +-inf (at the
-    line's maximum, elsewhere, at the target class) give PyTorch's losses and gradients
-    (nan where PyTorch has nan)."""
+@pytest.mark.parametrize("reduction, width", [("none", 4), ("sum", 4), ("sum", 40)])
+def test_cross_entropy_with_non_finite_logits_matches_torch(bad, where, reduction, width):
+    """The per-line maximum ignores nothing that matters: logits holding nan or +-inf (at
+    the line's maximum, elsewhere, at the target class) give PyTorch's losses and
+    gradients (nan where PyTorch has nan), through the general kernels (reduction none)
+    and the plain ones (sum), whose line maximum is a vectorised maxnum on lines as wide
+    as 40."""
     torch = pytest.importorskip("torch")
-    x = np.array([[1.0, 3.0, -2.0, 0.5], [0.0, 2.0, 1.0, -1.0], [4.0, 1.0, 2.0, 3.0]])
+    x = np.full((3, width), -3.0)
+    x[:, :4] = [[1.0, 3.0, -2.0, 0.5], [0.0, 2.0, 1.0, -1.0], [4.0, 1.0, 2.0, 3.0]]
     col = {"max": 1, "other": 2, "target": 3}[where]
     x[0, col] = bad
     y = np.array([3, 1, 0])
     out = []
     for L in (tg, torch):
         xt = L.tensor(x, requires_grad=True)
-        loss = L.nn.functional.cross_entropy(xt, L.tensor(y), reduction="none")
+        loss = L.nn.functional.cross_entropy(xt, L.tensor(y), reduction=reduction)
+        if L is tg:
+            assert _op_name(loss) == ("cross_entropy" if reduction == "none"
+                                      else "cross_entropy_plain")
         loss.sum().backward()
         out.append((loss.detach().numpy(), xt.grad.numpy()))
     np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-12, atol=1e-12)
@@ -1089,6 +1096,63 @@ def _op_name(t):
     from tapegrad._engine.state import engine
     from tapegrad.ops.registry import OPS
     return OPS[int(engine().tape[t.grad_fn._row, L.R_OP])].name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(3, 1), (5, 17), (16, 300), (3, 2049)])
+def test_cross_entropy_plain_lines_of_any_width(dtype, shape):
+    """The plain kernels run each step over a line as a vectorised loop (the max, x - max,
+    the exps, the sum in the logits' dtype), with scalar remainders: lines of 1 to 2049
+    classes, one sample ignored, give the float64 log-softmax's loss and gradient."""
+    N, K = shape
+    r = rng(7)
+    X = (r.standard_normal(shape) * 5).astype(dtype)
+    target = r.integers(0, K, N)
+    target[1] = -100
+    keep = target != -100
+    x64 = X.astype(np.float64)
+    logp = x64 - x64.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    onehot = np.zeros(shape)
+    onehot[np.arange(N)[keep], target[keep]] = 1
+    tol = 2e-6 if dtype == "float32" else 1e-12
+    for reduction in ("mean", "sum"):
+        x = tg.tensor(X, requires_grad=True)
+        loss = F.cross_entropy(x, tg.tensor(target), reduction=reduction)
+        assert _op_name(loss) == "cross_entropy_plain"
+        (loss * 3.0).backward()
+        div = keep.sum() if reduction == "mean" else 1
+        ref = -logp[np.arange(N)[keep], target[keep]].sum() / div
+        grad = 3.0 * (np.exp(logp) - onehot) * keep[:, None] / div
+        assert abs(loss.item() - ref) <= tol * abs(ref)
+        np.testing.assert_allclose(x.grad.numpy(), grad, rtol=tol, atol=tol)
+
+
+def test_cross_entropy_layouts_off_the_one_call_path():
+    """cross_entropy's training-step call goes to the engine in one call when the logits
+    and targets are contiguous; transposed logits, strided targets, a NumPy integer
+    ignore_index and an empty batch take the general path, with the same values."""
+    r = rng(11)
+    X = r.standard_normal((6, 4))
+    target = np.array([3, 0, 2, 2, 1, 0])
+    logp = X - X.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    ref = -logp[np.arange(6), target].mean()
+    wide_t = tg.tensor(np.stack([target, target], 1))[:, 0]         # stride 2
+    cases = [(tg.tensor(X), tg.tensor(target), -100),
+             (tg.tensor(np.ascontiguousarray(X.T)).t(), tg.tensor(target), -100),
+             (tg.tensor(X), wide_t, -100),
+             (tg.tensor(X), tg.tensor(target), np.int64(-100))]
+    for x, t, ign in cases:
+        x.requires_grad_(x.is_leaf)
+        loss = F.cross_entropy(x, t, ignore_index=ign)
+        assert _op_name(loss) == "cross_entropy_plain"
+        assert abs(loss.item() - ref) <= 1e-12
+    with tg.no_grad():
+        loss = F.cross_entropy(tg.tensor(X), tg.tensor(target), reduction="sum")
+    assert loss.grad_fn is None and abs(loss.item() + logp[np.arange(6), target].sum()) < 1e-12
+    empty = F.cross_entropy(tg.zeros(0, 4, dtype=tg.float64), tg.tensor(np.zeros(0, np.int64)))
+    assert np.isnan(empty.item())
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -15,9 +15,10 @@ from .._engine import layout as L
 from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: F401
                      logsumexp, hardtanh, relu6, logsigmoid, softsign, _unary_param)
 from .._promotion import result_type, to, from_array, _type_name
-from ..tensor import Tensor, run, _wrap, _numpy_view
+from ..tensor import Tensor, run, _wrap, _numpy_view, _FV
 from ..ops.registry import BY_NAME
 from ..tensor import E as _E
+from .._engine.state import GRAD_MODE
 from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -336,6 +337,38 @@ def _class_layout(input, target, fn):
     return n, c, d, [n] + list(shape[2:])
 
 
+_PLAIN_CE = BY_NAME["cross_entropy_plain"].opcode
+_MW, _MN, _MDT, _MS, _MST = L.MW, L.M_NDIM, L.M_DTYPE, L.M_SHAPE, L.M_STRIDE
+_F64, _I64 = L.F64, L.I64
+
+
+def _plain_cross_entropy(x, t, ignore_index, red):
+    """A training step's call (contiguous N x C float logits x, contiguous int64 targets t
+    of N, a reduced loss) in one engine call, reading the layout from the meta table:
+    the id of the loss, or -1 when any of that does not hold or the engine asks for
+    anything (the general path then does it all again: a failed op changes nothing).
+    The kernel checks the targets' range."""
+    mv = _E.meta_mv
+    b, bt = x * _MW, t * _MW
+    if mv[b + _MN] != 2 or mv[bt + _MN] != 1 or mv[b + _MDT] > _F64 or mv[bt + _MDT] != _I64:
+        return -1
+    n, c = mv[b + _MS], mv[b + _MS + 1]
+    if (mv[bt + _MS] != n or mv[b + _MST + 1] != 1 or mv[b + _MST] != c
+            or mv[bt + _MST] != 1 or n == 0):
+        return -1
+    with _E.lock:
+        ia = _E.iargs_mv
+        ia[0] = red
+        ia[1] = 1                       # (iargs as _class_loss writes them)
+        ia[2] = ignore_index
+        ia[3] = n
+        ia[4] = c
+        ia[5] = 1
+        ia[6] = 0
+        ia[_FV] = 0
+        return _E.op(_E.caddr, _PLAIN_CE, x, t, 0.0, GRAD_MODE[0])
+
+
 def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothing):
     fn = "cross_entropy" if kind else "nll_loss"
     _check(input, "input", fn)
@@ -372,6 +405,14 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
+    if (weight is None and label_smoothing == 0.0 and size_average is None and reduce is None
+            and ignore_index.__class__ is int and input.__class__ is Tensor
+            and target.__class__ is Tensor):
+        red = 1 if reduction == "mean" else 2 if reduction == "sum" else 0
+        if red:
+            r = _plain_cross_entropy(input._i, target._i, ignore_index, red)
+            if r >= 0:
+                return _wrap(r)
     red = _reduction(reduction, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
