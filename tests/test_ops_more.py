@@ -550,6 +550,37 @@ def test_softmax_family_extreme_values(dtype):
           np.full(3, (3e38 if dtype is tg.float32 else 1e308)) + math.log(2.0), dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, dim", [((3, 37), 1), ((37, 3), 0), ((2, 19, 5), 1),
+                                        ((2, 5, 19), 2), ((4, 40), 0)])
+def test_softmax_family_against_torch(dtype, shape, dim):
+    """Lines long enough for the vectorised loops and their remainders, along the last
+    dim (a line is a run of memory) and others (lines side by side), contiguous and
+    transposed inputs; some lines hold +-inf or NaN. Values and gradients are PyTorch's
+    (softmax of a line with +inf is NaN throughout, as PyTorch's)."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(12)
+    X = (r.standard_normal(shape) * 4).astype(dtype)
+    line = [0] * X.ndim
+    line[dim] = slice(None)
+    X[tuple(line)] = -INF
+    X.flat[-5], X.flat[-11] = INF, NAN
+    W = np.cos(np.arange(X.size)).astype(dtype)
+    tol = 2e-6 if dtype == "float32" else 1e-13
+    for name in ("softmax", "log_softmax", "logsumexp"):
+        for transposed in (False, True):
+            out = []
+            for L in (tg, torch):
+                base = np.ascontiguousarray(np.swapaxes(X, 0, -1)) if transposed else X
+                x = L.tensor(base, requires_grad=True)
+                v = x.transpose(0, -1) if transposed else x
+                y = getattr(L, name)(v, dim)
+                (y * L.tensor(W[:y.numel()].reshape(tuple(y.shape)))).sum().backward()
+                out.append((y.detach().numpy(), x.grad.numpy()))
+            for a, b in zip(out[0], out[1]):
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
 def test_softmax_gradient_with_large_values_is_finite():
     x = leaf([[1000.0, 999.0, -1000.0]])
     (tg.softmax(x, 1) * mk([1.0, 2.0, 3.0])).sum().backward()
