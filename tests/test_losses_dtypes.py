@@ -1128,6 +1128,38 @@ def test_cross_entropy_plain_lines_of_any_width(dtype, shape):
         np.testing.assert_allclose(x.grad.numpy(), grad, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name, kw", [("mse_loss", {}), ("huber_loss", {"delta": 0.5}),
+                                      ("smooth_l1_loss", {"beta": 0.5}),
+                                      ("smooth_l1_loss", {"beta": 0.0})])
+def test_regression_losses_in_place_and_general_against_torch(dtype, name, kw):
+    """mse, huber and smooth L1 read contiguous operands in place for a reduced loss and
+    go through float64 copies otherwise (transposed operands, reduction none), in loops
+    of their own per loss: both give PyTorch's values and gradients, at d = +-0, at
+    |d| = delta / beta exactly, and for NaN."""
+    torch = pytest.importorskip("torch")
+    r = rng(21)
+    X = r.standard_normal((40, 9)).astype(dtype)
+    Y = r.standard_normal((40, 9)).astype(dtype)
+    X[0, :4] = [0.0, -0.0, 0.5, np.nan]
+    Y[0, :4] = [0.0, 0.0, 0.0, 1.0]
+    X[1, 0], Y[1, 0] = 1.25, 0.75
+    tol = 2e-6 if dtype == "float32" else 1e-13
+    for reduction in ("none", "mean", "sum"):
+        for transposed in (False, True):
+            out = []
+            for L in (tg, torch):
+                x = L.tensor(X.T.copy() if transposed else X, requires_grad=True)
+                y = L.tensor(Y.T.copy() if transposed else Y, requires_grad=True)
+                xv, yv = (x.t(), y.t()) if transposed else (x, y)
+                loss = getattr(L.nn.functional, name)(xv, yv, reduction=reduction, **kw)
+                (loss * L.tensor(np.cos(np.arange(loss.numel())).reshape(
+                    tuple(loss.shape)).astype(dtype))).sum().backward()
+                out.append((loss.detach().numpy(), x.grad.numpy(), y.grad.numpy()))
+            for a, b in zip(*out):
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
 def test_cross_entropy_layouts_off_the_one_call_path():
     """cross_entropy's training-step call goes to the engine in one call when the logits
     and targets are contiguous; transposed logits, strided targets, a NumPy integer
