@@ -148,6 +148,21 @@ def test_relu_propagates_nan(dtype):
     assert np.isnan(val(mk([math.nan], dtype).relu())[0])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_abs_gradient_at_nan_zero_and_inf_is_torchs(dtype):
+    """abs's gradient is g * sgn(x), and PyTorch's sgn of NaN is 0 (NumPy's sign is NaN):
+    so the gradient at NaN is 0, as at +-0; l1_loss (composed of abs) inherits it."""
+    torch = pytest.importorskip("torch")
+    a = np.array([math.nan, 0.0, -0.0, -math.inf, math.inf, -2.5, 3.0], dtype)
+    grads = []
+    for L in (tg, torch):
+        x = L.tensor(a, requires_grad=True)
+        (x.abs() * L.tensor(np.arange(1.0, 8.0).astype(dtype))).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    np.testing.assert_array_equal(grads[0], [0.0, 0.0, 0.0, -4.0, 5.0, -6.0, 7.0])
+
+
 @pytest.mark.parametrize("name", list(UNARY))
 def test_unary_grad_fn_name(name):
     t = mk(np.full((2, 2), 0.5), tg.float32, requires_grad=True)
