@@ -139,3 +139,24 @@ def test_sum_over_the_leading_dim_of_a_broadcast_bias_matches_torch():
     pb = torch.tensor(b, requires_grad=True)
     (torch.tensor(h) + pb).backward(torch.tensor(g))
     np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("perm", [(1, 0, 2), (2, 0, 1), (2, 1, 0), (0, 2, 1)])
+def test_sums_of_permuted_views_walk_memory_in_order(dtype, perm):
+    """A sum over a permuted view walks the input's memory in order (its dims sorted by
+    stride, as PyTorch's TensorIterator does), rows that reduce to one element summed
+    reassociated: every dim set of every permutation gives NumPy's float64 sum, to the
+    dtype's round-off, forward and backward."""
+    a = RNG.standard_normal((6, 33, 20)).astype(dtype)
+    x = tg.tensor(a, requires_grad=True)
+    v, av = x.permute(*perm), a.astype(np.float64).transpose(perm)
+    tol = 3e-6 if dtype == "float32" else 1e-13
+    for dims in [0, 1, 2, (0, 1), (1, 2), (0, 2), None]:
+        axes = tuple(range(3)) if dims is None else dims
+        y = v.sum() if dims is None else v.sum(dims)
+        np.testing.assert_allclose(y.detach().numpy(), av.sum(axis=axes), rtol=tol,
+                                   atol=tol * 30)
+        x.grad = None
+        y.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(a))

@@ -15,6 +15,7 @@ from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, s
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
 from .._engine.core import span, contiguous_strides
 from .registry import OpDef, register
+from ._vmath import vsum
 
 _M = __name__
 
@@ -118,9 +119,34 @@ def _add_row(D, pd, sd, S, ps, ss, inner, scale):
         dst = D[pd:pd + inner]
         for j in range(inner):
             dst[j] += v
+    elif sd == 0 and ss == 1:       # a row summed into one element: reassociated
+        D[pd] += vsum(S[ps:ps + inner], 0.0) * scale
     else:
         for j in range(inner):
             D[pd + j * sd] += S[ps + j * ss] * scale
+
+
+@jit
+def _memory_order(sx):
+    """The dims in the order that walks X's memory forwards: strides descending, stride-0
+    dims outermost, as PyTorch's TensorIterator reorders them (stable: a row-major X keeps
+    its order). Summing a transposed view row-major went down its columns: 1000 x 1000
+    float32, 3.0 ms against PyTorch's 0.26."""
+    nd = sx.shape[0]
+    perm = np.arange(nd)
+    for i in range(1, nd):
+        p = perm[i]
+        kp = abs(sx[p]) if sx[p] != 0 else np.iinfo(np.int64).max
+        j = i
+        while j > 0:
+            q = perm[j - 1]
+            kq = abs(sx[q]) if sx[q] != 0 else np.iinfo(np.int64).max
+            if kq >= kp:
+                break
+            perm[j] = q
+            j -= 1
+        perm[j] = p
+    return perm
 
 
 @jit
@@ -134,7 +160,8 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     if n == 0:
         return
     W = np.zeros((4, max(shape.shape[0], 1)), np.int64)   # shape, sx, sy, index
-    nd = _coalesce(shape, sx, sy, W)
+    perm = _memory_order(sx)
+    nd = _coalesce(shape[perm], sx[perm], sy[perm], W)
     shape, sx, sy, idx = W[0, :nd], W[1, :nd], W[2, :nd], W[3, :nd]
     inner = shape[nd - 1]
     ix = sx[nd - 1]
