@@ -306,6 +306,49 @@ def test_prelu_errors():
         F.prelu(tg.tensor([1, 2]), tg.tensor([1]))
 
 
+# ------------------------------------------------------------------ LayerNorm
+def test_layer_norm_is_one_node_matching_torch():
+    """layer_norm is one row, NativeLayerNormBackward0, with PyTorch's values, gradients
+    (every combination of weight and bias, strided inputs, normalized shapes of one and two
+    dims, lines long enough for the vectorised loops), next_functions (None for an absent
+    weight or bias) and the in-place check on the saved input."""
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    x = values(20, 5, 3, 40)
+    for ns in ((40,), (3, 40)):
+        w, b = values(21, *ns), values(22, *ns)
+        assert_matches_torch(lambda t, w, b: F.layer_norm(t, ns, w, b, 1e-3),
+                             lambda t, w, b: tf.layer_norm(t, ns, w, b, 1e-3), x, w, b)
+        assert_matches_torch(lambda t, w: F.layer_norm(t, ns, w), lambda t, w:
+                             tf.layer_norm(t, ns, w), x, w)
+        assert_matches_torch(lambda t, b: F.layer_norm(t, ns, None, b), lambda t, b:
+                             tf.layer_norm(t, ns, None, b), x, b)
+        assert_matches_torch(lambda t: F.layer_norm(t, ns), lambda t: tf.layer_norm(t, ns), x)
+    assert_matches_torch(lambda t, w: F.layer_norm(t.transpose(0, 2), (5,), w),
+                         lambda t, w: tf.layer_norm(t.transpose(0, 2), (5,), w), x, values(23, 5))
+    for L in (tg, torch):
+        xt, bt = L.tensor(x, requires_grad=True), L.tensor(values(24, 40), requires_grad=True)
+        y = L.nn.functional.layer_norm(xt * 1.0, (40,), None, bt)
+        assert y.grad_fn.name() == "NativeLayerNormBackward0"
+        assert [f is None for f, _ in y.grad_fn.next_functions] == [False, True, False]
+        z = xt * 1.0
+        y = L.nn.functional.layer_norm(z, (40,))
+        with L.no_grad():
+            z.add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+    x32 = x.astype(np.float32)
+    np.testing.assert_allclose(_np(F.layer_norm(tg.tensor(x32), (40,))),
+                               tf.layer_norm(torch.tensor(x32), (40,)).numpy(), rtol=2e-6,
+                               atol=2e-6)
+    assert gradcheck(lambda t, w, b: F.layer_norm(t, (3, 4), w, b),
+                     (leaf(values(25, 2, 3, 4)), leaf(values(26, 3, 4)), leaf(values(27, 3, 4))))
+    with pytest.raises(RuntimeError, match=r"Expected weight to be of same shape as "
+                                           r"normalized_shape, but got weight of shape \[3\] "
+                                           r"and normalized_shape = \[40\]"):
+        F.layer_norm(tg.tensor(x), (40,), tg.ones(3, dtype=tg.float64))
+
+
 # ------------------------------------------------------------------ RMSNorm, GroupNorm
 def test_rms_norm_matches_torch():
     torch = pytest.importorskip("torch")

@@ -510,6 +510,21 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
                            f"[*, {', '.join(map(str, ns))}], but got input of size"
                            f"{list(input.shape)}")
+    if input.dtype.is_floating_point and all(t is None or (isinstance(t, Tensor) and t.dtype
+                                                           is input.dtype) for t in (weight, bias)):
+        for t, what in ((weight, "weight"), (bias, "bias")):
+            if t is not None and tuple(t.shape) != ns:
+                raise RuntimeError(f"Expected {what} to be of same shape as normalized_shape, "
+                                   f"but got {what} of shape {list(t.shape)} and "
+                                   f"normalized_shape = {list(ns)}")
+        D = 1
+        for k in ns:
+            D *= k
+        wc = None if weight is None else weight.contiguous()      # (held until the op ran)
+        bc = None if bias is None else bias.contiguous()
+        return _wrap(run(BY_NAME["layer_norm"], input._i, -1 if wc is None else wc._i,
+                         s=float(eps), c=-1 if bc is None else bc._i,
+                         iargs=(input.numel() // D if D else 0, D)))
     x = input.reshape(*input.shape[:input.ndim - d], -1) if d != 1 else input
     xc = x - x.mean(-1, keepdim=True)
     y = xc / ((xc * xc).mean(-1, keepdim=True) + eps).sqrt()

@@ -516,6 +516,16 @@ def vsqdist(X, Y):
     return s
 
 
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def vsqdev(X, m):
+    """sum((X - m) ** 2) in float64, reassociated so that it vectorises."""
+    s = 0.0
+    for j in range(X.shape[0]):
+        d = np.float64(X[j]) - m
+        s += d * d
+    return s
+
+
 @njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz", "arcp"})
 def vdot(X, Y, zero):
     """sum(X * Y), reassociated so that it vectorises."""

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .._engine.layout import K_OK, F32, E_DTYPE, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, \
-    M_NUMEL, R_IATTR, R_IN, IN_SAVED, R_OSAVED, R_ODTYPE
+    M_NUMEL, R_IATTR, R_IN, IN_SAVED, R_OSAVED, R_ODTYPE, IW, IN_ID
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, fattr_of, f32_at, f64_at
 from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, span,
                             is_contiguous,
@@ -19,7 +19,7 @@ from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, 
                             out_numel, _gather)
 from .reduce import _advance_skipping
 from .registry import OpDef, register
-from ._vmath import exp, maxnum, vsum, vdot
+from ._vmath import exp, maxnum, vsum, vdot, vsqdev
 
 _M = __name__
 KERNEL_DTYPE = -1       # F32 or F64 in each compiled copy of the softmax family's kernels
@@ -734,6 +734,150 @@ def norm_bwd(caddr, row):
     return K_OK
 
 
+# ---------------------------------------------------------------- layer_norm
+# PyTorch's native_layer_norm as one row. Int attributes: [0] rows N (the leading dims),
+# [1] their length D (the normalized dims); the float attribute is eps. Inputs: x, and
+# the weight and bias (D contiguous elements each), either absent. Each row's mean and
+# variance are two float64 passes (the variance from x - mean); the backward recomputes
+# them from the saved x (PyTorch saves them: N values each) and writes PyTorch's
+# formulas: with h = (x - mean) * rstd and g = dy * weight,
+# dx = rstd * (g - mean(g) - h * mean(g * h)), dweight = sum(dy * h), dbias = sum(dy).
+# (Composed of nine elementwise and mean ops it took twice PyTorch's time, and its
+# grad_fn was the last of them.)
+@jit
+def _row_stats(R, eps):
+    """(mean, 1 / sqrt(var + eps)) of one row, in float64."""
+    D = R.shape[0]
+    mean = vsum(R, 0.0) / D
+    return mean, 1.0 / math.sqrt(vsqdev(R, mean) / D + eps)
+
+
+@jit
+def _layer_norm_rows(X, Y, W, B, N, D, eps, affine_w, affine_b):
+    for r in range(N):
+        R = X[r * D:(r + 1) * D]
+        O = Y[r * D:(r + 1) * D]
+        mean, rstd = _row_stats(R, eps)
+        for j in range(D):
+            v = (np.float64(R[j]) - mean) * rstd
+            if affine_w:
+                v = v * W[j]
+            if affine_b:
+                v = v + B[j]
+            O[j] = v
+
+
+@jit
+def _layer_norm_grads(X, G, W, GX, GW, GB, N, D, eps, affine_w):
+    """GX, GW, GB += the gradients (each only when its array is not empty)."""
+    H = np.empty(D)
+    Gw = np.empty(D)
+    SW = np.zeros(D if GW.shape[0] else 0)
+    SB = np.zeros(D if GB.shape[0] else 0)
+    for r in range(N):
+        R = X[r * D:(r + 1) * D]
+        Gr = G[r * D:(r + 1) * D]
+        mean, rstd = _row_stats(R, eps)
+        for j in range(D):
+            H[j] = (np.float64(R[j]) - mean) * rstd
+            Gw[j] = Gr[j] * W[j] if affine_w else np.float64(Gr[j])
+        if GX.shape[0]:
+            a = vsum(Gw, 0.0) / D
+            b = vdot(Gw, H, 0.0) / D
+            A = GX[r * D:(r + 1) * D]
+            for j in range(D):
+                A[j] += rstd * (Gw[j] - a - H[j] * b)
+        if SW.shape[0]:
+            for j in range(D):
+                SW[j] += Gr[j] * H[j]
+        if SB.shape[0]:
+            for j in range(D):
+                SB[j] += Gr[j]
+    for j in range(SW.shape[0]):
+        GW[j] += SW[j]
+    for j in range(SB.shape[0]):
+        GB[j] += SB[j]
+
+
+def layer_norm_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    x = input_id(C, row, 0)
+    w = input_id(C, row, 1)
+    b = input_id(C, row, 2)
+    dt = M[x, M_DTYPE]
+    if dt != KERNEL_DTYPE or (w >= 0 and M[w, M_DTYPE] != dt) or (b >= 0 and M[b, M_DTYPE] != dt):
+        return E_DTYPE
+    N = T[row, R_IATTR]
+    D = T[row, R_IATTR + 1]
+    n = N * D
+    shape, _ = _shape(M, x)
+    out = meta_contiguous(C, dt, shape.shape[0], shape, False)
+    if out < 0:
+        return out
+    eps = fattr_of(C)[row]
+    if KERNEL_DTYPE == F32:
+        _layer_norm_rows(_values32(C, x, n), f32_at(data_addr(C, out), n),
+                         f32_at(data_addr(C, w), D if w >= 0 else 0),
+                         f32_at(data_addr(C, b), D if b >= 0 else 0), N, D, eps, w >= 0, b >= 0)
+    else:
+        _layer_norm_rows(_values64(C, x, n), f64_at(data_addr(C, out), n),
+                         f64_at(data_addr(C, w), D if w >= 0 else 0),
+                         f64_at(data_addr(C, b), D if b >= 0 else 0), N, D, eps, w >= 0, b >= 0)
+    return set_outputs1(C, out)
+
+
+def layer_norm_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    gx = edge_grad_addr(C, row, 0)
+    gw = edge_grad_addr(C, row, 1)
+    gb = edge_grad_addr(C, row, 2)
+    if gx == 0 and gw == 0 and gb == 0:
+        return K_OK
+    N = T[row, R_IATTR]
+    D = T[row, R_IATTR + 1]
+    n = N * D
+    eps = fattr_of(C)[row]
+    g = row_grad_addr(C, row, 0)
+    x = T[row, R_IN + IN_SAVED]
+    w = T[row, R_IN + IW + IN_SAVED]
+    affine_w = T[row, R_IN + IW + IN_ID] >= 0
+    if x < 0:       # only the bias wants a gradient: x was not saved
+        n = 0
+    if KERNEL_DTYPE == F32:
+        X = _values32(C, x, n) if x >= 0 else np.empty(0, np.float32)
+        _layer_norm_grads(X, f32_at(g, N * D), f32_at(data_addr(C, w) if w >= 0 else 0,
+                                                       D if w >= 0 else 0),
+                          f32_at(gx, n if gx else 0), f32_at(gw, D if gw else 0),
+                          f32_at(gb, D if gb else 0), N if x >= 0 else 0, D, eps,
+                          affine_w and w >= 0)
+        if x < 0:
+            _bias_grad(f32_at(g, N * D), f32_at(gb, D), N, D)
+    else:
+        X64 = _values64(C, x, n) if x >= 0 else np.empty(0)
+        _layer_norm_grads(X64, f64_at(g, N * D), f64_at(data_addr(C, w) if w >= 0 else 0,
+                                                        D if w >= 0 else 0),
+                          f64_at(gx, n if gx else 0), f64_at(gw, D if gw else 0),
+                          f64_at(gb, D if gb else 0), N if x >= 0 else 0, D, eps,
+                          affine_w and w >= 0)
+        if x < 0:
+            _bias_grad(f64_at(g, N * D), f64_at(gb, D), N, D)
+    return K_OK
+
+
+@jit
+def _bias_grad(G, GB, N, D):
+    S = np.zeros(D)
+    for r in range(N):
+        Gr = G[r * D:(r + 1) * D]
+        for j in range(D):
+            S[j] += Gr[j]
+    for j in range(D):
+        GB[j] += S[j]
+
+
 def _along(name, grad_fn, fwd, bwd, saves=(), per_dtype=False):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=1,
                           diff=(0,), saves_if={0: saves}, per_dtype=per_dtype))
@@ -742,6 +886,11 @@ def _along(name, grad_fn, fwd, bwd, saves=(), per_dtype=False):
 _along("softmax", "SoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",), True)
 _along("log_softmax", "LogSoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",), True)
 _along("logsumexp", "LogsumexpBackward0", "softmax_fwd", "softmax_bwd", ("a", "out"), True)
+# (x's gradient reads x and the weight, the weight's reads x; the bias's reads neither)
+# (next_functions: three entries, None for an absent weight or bias, as PyTorch's)
+register(OpDef("layer_norm", "NativeLayerNormBackward0", "custom", module=_M,
+               fwd_fn="layer_norm_fwd", bwd_fn="layer_norm_bwd", nin=3, diff=(0, 1, 2),
+               saves_if={0: ("a", "b"), 1: ("a",)}, per_dtype=True)).edges = (0, 1, 2)
 _along("cumsum", "CumsumBackward0", "cumsum_fwd", "cumsum_bwd")
 # (the result is saved, as PyTorch saves it, only to be version-checked)
 _along("prod", "ProdBackward0", "prod_fwd", "prod_bwd", ("a", "out"))
