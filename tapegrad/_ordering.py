@@ -57,9 +57,34 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     d = _dim(dim, input.ndim, "topk")
     if k < 0 or k > input.shape[d]:
         raise RuntimeError("selected index k out of range")
-    order = _order(_numpy_view(input), d, largest)
-    idx = _index(np.take(order, np.arange(k), axis=d))
+    idx = _index(_top(_numpy_view(input), d, k, largest))
     return _topk_ret(input.gather(d, idx), idx)
+
+
+def _top(a, d, k, largest):
+    """The first k of _order(a, d, largest) along d, without sorting whole lines: the
+    k-th value v of each line (a partition), every element before it in that order, then
+    the lowest-index elements equal to it (_order is stable), sorted among themselves.
+    256 lines of 1000: 44 ms for the full stable sort, PyTorch's topk 0.6."""
+    n = a.shape[d]
+    if k == 0 or 4 * k > n:
+        return np.take(_order(a, d, largest), np.arange(k), axis=d)
+    b = np.moveaxis(a, d, -1)
+    v = np.partition(b, n - k if largest else k - 1, axis=-1)[..., n - k if largest else k - 1]
+    v = v[..., None]
+    before = b > v if largest else b < v
+    same = b == v
+    if b.dtype.kind == "f":            # NaN is the largest value, and equal to itself
+        nan, vnan = np.isnan(b), np.isnan(v)
+        before |= (nan & ~vnan) if largest else (~nan & vnan)
+        same |= nan & vnan
+    need = k - before.sum(-1, keepdims=True)
+    pick = before | (same & (np.cumsum(same, -1) <= need))
+    lines = b.shape[:-1]
+    cols = np.nonzero(pick)[-1].reshape(lines + (k,))       # k per line, in index order
+    vals = np.take_along_axis(b, cols, -1)
+    top = np.take_along_axis(cols, _order(vals, vals.ndim - 1, largest), -1)
+    return np.moveaxis(top, -1, d)
 
 
 def flip(input, dims):

@@ -60,6 +60,30 @@ def test_topk_matches_torch():
         torch.tensor(a).topk(7, 1)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_topk_of_long_lines_is_the_sorts_first_k(dtype):
+    """topk of a line at least 4k long partitions instead of sorting the whole line: its
+    indices are exactly the first k of the stable sort (ties at the k-th value to the
+    lowest indices, NaN as the largest value, -0. equal to 0.) along every dim, and its
+    values PyTorch's (whose tie order is unspecified)."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(31)
+    a = r.integers(-3, 4, (5, 40, 3)).astype(dtype)
+    if dtype != "int64":
+        a[r.random(a.shape) < 0.15] = np.nan
+        a[r.random(a.shape) < 0.15] = -0.0
+    for d, n in ((1, 40), (0, 5)):
+        for largest in (True, False):
+            desc = largest
+            for k in range(1, n // 4 + 1):
+                v, i = tg.tensor(a).topk(k, d, largest=largest)
+                _, order = tg.tensor(a).sort(d, descending=desc, stable=True)
+                want = np.take(order.numpy(), np.arange(k), axis=d)
+                np.testing.assert_array_equal(i.numpy(), want)
+                vt, _ = torch.tensor(a).topk(k, d, largest=largest)
+                np.testing.assert_array_equal(v.numpy(), vt.numpy())
+
+
 def test_gradients_flow_to_the_selected_elements():
     x0 = RNG.standard_normal((3, 5))
     assert gradcheck(lambda t: t.sort(1, descending=True).values * tg.tensor(np.arange(5.0)),
