@@ -787,6 +787,64 @@ class RowCenter(Workload):
         return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
 
 
+def _large_ops():
+    """(key, title, shape, the op on a tensor x of that shape in library M): single ops on
+    inputs large enough that per-op overhead does not count, forward and backward."""
+    def ce(M, x):
+        import numpy as np
+        return M.nn.functional.cross_entropy(x, M.tensor(np.arange(x.shape[0]) % x.shape[1]))
+
+    def lnorm(M, x):
+        import numpy as np
+        w = M.tensor(np.linspace(0.5, 1.5, x.shape[1]).astype(np.float32))
+        return M.nn.functional.layer_norm(x, (x.shape[1],), w, w * 0.1)
+    mid, big = (256, 1000), (1000, 1000)
+    return [
+        ("softmax_last", "softmax(x, 1)", mid, lambda M, x: M.softmax(x, 1)),
+        ("softmax_first", "softmax(x, 0)", mid, lambda M, x: M.softmax(x, 0)),
+        ("log_softmax", "log_softmax(x, 1)", mid, lambda M, x: M.log_softmax(x, 1)),
+        ("logsumexp", "logsumexp(x, 1)", mid, lambda M, x: M.logsumexp(x, 1)),
+        ("layer_norm", "layer_norm over 1000 with weight and bias", mid, lnorm),
+        ("cross_entropy_1000", "cross_entropy, 1000 classes", mid, ce),
+        ("huber", "huber_loss", big, lambda M, x: M.nn.functional.huber_loss(x, x.detach() * 0.5)),
+        ("smooth_l1", "smooth_l1_loss", big,
+         lambda M, x: M.nn.functional.smooth_l1_loss(x, x.detach() * 0.5)),
+        ("mse", "mse_loss", big, lambda M, x: M.nn.functional.mse_loss(x, x.detach() * 0.5)),
+        ("topk", "topk(x, 5, 1).values", mid, lambda M, x: x.topk(5, 1).values),
+        ("transposed_sum", "x.t().sum(0)", big, lambda M, x: x.t().sum(0)),
+    ]
+
+
+class LargeOp(Workload):
+    """One op on a large float32 input, forward and backward of its weighted sum (peers:
+    PyTorch; the values are checked first)."""
+    rows = (("main", "", "µs/call", 1),)
+
+    def __init__(self, L, key, title, shape, fn):
+        super().__init__(L)
+        self.key = f"op_{key}"
+        self.title = f"{title}, {shape} float32, fwd+bwd"
+        self.shape, self.fn = shape, fn
+
+    def eager(self, M):
+        np = self.L.np
+        xn = np.random.default_rng(8).standard_normal(self.shape).astype(np.float32)
+        x = M.tensor(xn, requires_grad=True)
+        y0 = self.fn(M, x)
+        w = M.tensor(np.cos(np.arange(y0.numel())).reshape(tuple(y0.shape)).astype(np.float32))
+
+        def call():
+            x.grad = None
+            loss = (self.fn(M, x) * w).sum()
+            loss.backward()
+            return loss
+
+        def loop(n):
+            for _ in range(n):
+                call()
+        return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
+
+
 class Chain1M(Workload):
     rows = (("main", "", "µs/call", 1),)
 
@@ -879,7 +937,7 @@ def workloads(L):
     return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
             RowCenter(L), Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L),
             ReplayMLPSteps(L), ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
-            ReplayChain1M(L, "float64")]
+            ReplayChain1M(L, "float64")] + [LargeOp(L, *op) for op in _large_ops()]
 
 
 # ---------------------------------------------------------------- checking
