@@ -98,3 +98,106 @@ def test_integers_in_place_and_the_operator_match_torch():
         np.testing.assert_allclose(x.numpy(), xt.numpy(), rtol=1e-14)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
         tg.tensor([1.0], requires_grad=True).fmod_(2.0)
+
+
+# ---- pow with a Python scalar exponent: PyTorch's special cases -----------------------
+# forward: 2 -> a*a, 3 -> a*a*a, 0.5 -> sqrt, -0.5 -> 1/sqrt, -1 -> 1/a, -2 -> 1/(a*a)
+# (PowKernel.cpp), 0 and 1 fill and copy; backward g * (b * a ** (b - 1)) with the inner
+# power special-cased again. 4 and 1.5 are special in the backward only, the rest general.
+POW_EXPONENTS = [0, 1, 2, 3, 0.5, -0.5, -1, -2, 4, 1.5, 2.5, -1.5, 0.3, 2.0, -1.0]
+# where PyTorch's arithmetic is ours exactly (its sqrt, an MKL one, is not always
+# correctly rounded: x ** 0.5 forward and x ** 1.5 backward are compared to within 1 ulp)
+POW_EXACT_FWD = {0, 1, 2, 3, -0.5, -1, -2}
+POW_EXACT_GRAD = {0, 1, 2, 3, 4, 0.5, -1}
+
+
+def pow_operand(dtype):
+    big = 1e30 if dtype == np.float32 else 1e200
+    tiny = np.finfo(dtype).smallest_subnormal
+    x = np.concatenate([RNG.uniform(-3, 3, 2000), RNG.uniform(-1e-3, 1e-3, 200),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5,
+                         big, -big, 1 / big, -1 / big, tiny, -tiny, np.finfo(dtype).max]])
+    return x.astype(dtype)
+
+
+def assert_pow_close(got, want, dtype, ulps):
+    """Equal NaN positions, infinities and zero signs; finite values within ulps of want's
+    spacing (0: bitwise equal)."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    got, want = got[ok], want[ok]
+    if ulps == 0:
+        np.testing.assert_array_equal(got, want)
+    else:
+        fin = np.isfinite(want)
+        np.testing.assert_array_equal(got[~fin], want[~fin])
+        err = np.abs(got[fin].astype(np.float64) - want[fin])
+        assert (err <= ulps * np.spacing(np.abs(want[fin])).astype(np.float64)).all()
+    return got, want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", POW_EXPONENTS)
+def test_pow_scalar_exponent_matches_torch(p, dtype):
+    torch = pytest.importorskip("torch")
+    a = pow_operand(dtype)
+    w = RNG.uniform(-2, 2, a.size).astype(dtype)
+    x, xt = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    # a float32 kernel takes the exponent in float32 (PyTorch's takes 0.3 as a double: 13
+    # ulps apart at 1e30 ** 0.3), so PyTorch gets the same exponent value
+    with np.errstate(all="ignore"):
+        y, yt = x ** p, xt ** (type(p)(dtype(p)))
+        y.backward(tg.tensor(w))
+        yt.backward(torch.tensor(w))
+    assert y.grad_fn.name() == yt.grad_fn.name() == "PowBackward0"
+    exact = p in POW_EXACT_FWD
+    got, want = assert_pow_close(y.detach().numpy(), yt.detach().numpy(), dtype,
+                                 0 if exact else 2)
+    if exact:                                           # -0. too
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    if p == 0.5:            # IEEE sqrt: sqrt(-0.) is -0., sqrt(-inf) NaN, as PyTorch's
+        got = y.detach().numpy()
+        with np.errstate(invalid="ignore"):
+            root = np.sqrt(a)
+        np.testing.assert_array_equal(got, root)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(root))
+    # (zero gradients are compared without their sign: a gradient buffer's first writer
+    # adds to +0., so -0. comes out as +0.)
+    assert_pow_close(x.grad.numpy(), xt.grad.numpy(), dtype,
+                     0 if p in POW_EXACT_GRAD else 4)
+
+
+@pytest.mark.parametrize("p", POW_EXPONENTS)
+def test_pow_scalar_exponent_gradients_match_finite_differences(p):
+    a = RNG.uniform(0.3, 2.0, (2, 3))
+    if p == int(p):                 # integral exponents: negative bases too
+        a *= RNG.choice([-1.0, 1.0], (2, 3))
+    x = tg.tensor(a, requires_grad=True)
+    assert gradcheck(lambda t: t ** p, (x,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_special_exponents_on_every_loop(dtype):
+    """The flat loop for a scalar exponent has one copy per special exponent (_codegen);
+    in place and on a strided view (the odometer's loop, the tests inside) the values and
+    gradients are the same, and a 0-d exponent tensor (pow_tensor) agrees."""
+    a = RNG.uniform(-3, 3, (40, 30)).astype(dtype)
+    a[0, :4] = [0.0, -0.0, np.inf, np.nan]
+    for p in POW_EXPONENTS:
+        with np.errstate(all="ignore"):
+            x = tg.tensor(a, requires_grad=True)
+            y = x ** p
+            y.backward(tg.ones(y.shape, dtype=y.dtype))
+            want, gwant = y.detach().numpy(), x.grad.numpy()
+            v = tg.tensor(a.T.copy(), requires_grad=True)
+            yv = v.t() ** p                             # strided
+            yv.backward(tg.ones(yv.shape, dtype=yv.dtype))
+            z = tg.tensor(a) * 1.0
+            z **= p                                     # in place
+            e = x.detach() ** tg.tensor(p, dtype=x.dtype)   # 0-d exponent tensor
+        np.testing.assert_array_equal(yv.detach().numpy(), want)
+        np.testing.assert_array_equal(v.grad.numpy().T, gwant)
+        np.testing.assert_array_equal(z.numpy(), want)
+        # (pow_tensor is libm's pow, as PyTorch's tensor-exponent pow: pow(-inf, 0.5) is
+        # inf there, sqrt(-inf) NaN here; row 0 holds the special values)
+        np.testing.assert_allclose(e.numpy()[1:], want[1:], rtol=4 * np.finfo(dtype).eps)

@@ -25,9 +25,20 @@ binary("sub", "SubBackward0", "a - b", "g", "-g", scalar_slot=True)
 binary("rsub", "RsubBackward1", "b - a", "-g", None)
 binary("mul", "MulBackward0", "a * b", "g * b", "g * a", scalar_slot=True)
 binary("div", "DivBackward0", "a / b", "g / b", "-g * ((a / b) / b)", scalar_slot=True)
-# like PyTorch, squaring is a multiply (exact, and it vectorises; pow is a libm call)
-binary("pow", "PowBackward0", "a * a if b == two else a ** b",
-       "zero if b == zero else (g * two * a if b == two else g * b * a ** (b - one))", None)
+# PyTorch's scalar-exponent special cases (PowKernel.cpp; 0 and 1 fill and copy), in its
+# backward too, grad * (b * a ** (b - 1)) with the inner power special-cased again: exact
+# where PyTorch's are, and they vectorise where a ** b is a libm call per element (the
+# generated loops for a scalar b have one copy per constant tested: _codegen)
+binary("pow", "PowBackward0",
+       "one if b == zero else (a if b == one else (a * a if b == two else ("
+       "a * a * a if b == 3.0 else (sqrt(a) if b == half else (one / sqrt(a) if b == -half"
+       " else (one / a if b == -one else (one / (a * a) if b == -two else a ** b)))))))",
+       "zero if b == zero else g * (b * (one if b == one else (a if b == two else ("
+       "a * a if b == 3.0 else (a * a * a if b == 4.0 else (sqrt(a) if b == 1.5 else ("
+       "one / sqrt(a) if b == half else (one / (a * a) if b == -one else a ** (b - one)))))))))",
+       None)
+# a tensor exponent varies per element: squaring alone is a multiply (any other exponent
+# is a libm call per element, tests or not)
 binary("pow_tensor", "PowBackward1", "a * a if b == two else a ** b",
        "zero if b == zero else (g * two * a if b == two else g * b * a ** (b - one))",
        "zero if (a == zero and b >= zero) else g * out * log(a)")
