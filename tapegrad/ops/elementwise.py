@@ -96,8 +96,10 @@ unary("acosh", "AcoshBackward0", "arccosh(a)", "g * (one / sqrt(a * a - one))")
 unary("atanh", "AtanhBackward0", "arctanh(a)", "g * (one / (one - a * a))")
 unary("leaky_relu", "LeakyReluBackward0", "a if a > zero else a * s",
       "g if a > zero else g * s", method=False)
-unary("gelu", "GeluBackward0", "half * a * (one + erf(a * 0.7071067811865476))",
-      "g * (half * (one + erf(a * 0.7071067811865476))"
+# erf's argument in the operand's dtype (1/sqrt(2) as sqrt(half)), as PyTorch's kernel: a
+# float32 gelu then calls the float32 erf (vectorised), not the float64 one (libm)
+unary("gelu", "GeluBackward0", "half * a * (one + erf(a * sqrt(half)))",
+      "g * (half * (one + erf(a * sqrt(half)))"
       " + a * 0.3989422804014327 * exp(-half * a * a))", method=False)
 unary("gelu_tanh", "GeluBackward0",
       "half * a * (one + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))",
