@@ -810,6 +810,8 @@ def _large_ops():
         ("smooth_l1", "smooth_l1_loss", big,
          lambda M, x: M.nn.functional.smooth_l1_loss(x, x.detach() * 0.5)),
         ("mse", "mse_loss", big, lambda M, x: M.nn.functional.mse_loss(x, x.detach() * 0.5)),
+        ("bce_logits", "binary_cross_entropy_with_logits", big,
+         lambda M, x: M.nn.functional.binary_cross_entropy_with_logits(x, x.detach() * 0.5)),
         ("topk", "topk(x, 5, 1).values", mid, lambda M, x: x.topk(5, 1).values),
         ("transposed_sum", "x.t().sum(0)", big, lambda M, x: x.t().sum(0)),
     ]

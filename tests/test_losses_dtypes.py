@@ -1131,12 +1131,13 @@ def test_cross_entropy_plain_lines_of_any_width(dtype, shape):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name, kw", [("mse_loss", {}), ("huber_loss", {"delta": 0.5}),
                                       ("smooth_l1_loss", {"beta": 0.5}),
-                                      ("smooth_l1_loss", {"beta": 0.0})])
+                                      ("smooth_l1_loss", {"beta": 0.0}),
+                                      ("binary_cross_entropy_with_logits", {})])
 def test_regression_losses_in_place_and_general_against_torch(dtype, name, kw):
-    """mse, huber and smooth L1 read contiguous operands in place for a reduced loss and
-    go through float64 copies otherwise (transposed operands, reduction none), in loops
-    of their own per loss: both give PyTorch's values and gradients, at d = +-0, at
-    |d| = delta / beta exactly, and for NaN."""
+    """mse, huber, smooth L1 and BCE with logits read contiguous operands in place for a
+    reduced loss and go through float64 copies otherwise (transposed operands, reduction
+    none), in loops of their own per loss: both give PyTorch's values and gradients (the
+    target's too), at d = +-0, at |d| = delta / beta exactly, and for NaN."""
     torch = pytest.importorskip("torch")
     r = rng(21)
     X = r.standard_normal((40, 9)).astype(dtype)
