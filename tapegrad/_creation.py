@@ -98,7 +98,20 @@ def tensor(data, dtype=None, requires_grad=False):
         raise TypeError(f"tensor(): could not infer a dtype from {type(data).__name__}")
     if dtype is None:
         dtype = {"b": D.bool_, "i": D.int64, "u": D.int64, "f": D.float32}[arr.dtype.kind]
+        if dtype is D.float32 and _holds_float64(data):
+            dtype = D.float64
     return _from_array(arr, _dtype_arg(dtype), requires_grad)
+
+
+def _holds_float64(data):
+    """Whether Python data holds a NumPy float64 (a scalar, or an array inside a list):
+    PyTorch infers float64 then, as it keeps a NumPy value's dtype, and float32 (its
+    default) only for Python floats."""
+    if isinstance(data, (np.floating, np.ndarray)):
+        return data.dtype == np.float64
+    if isinstance(data, (list, tuple)):
+        return any(_holds_float64(v) for v in data)
+    return False
 
 
 def from_numpy(arr):

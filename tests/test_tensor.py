@@ -123,7 +123,10 @@ def test_tensor_from_numpy_arrays_keeps_dtype():
 def test_tensor_dtype_inference_matches_torch():
     torch = pytest.importorskip("torch")
     for data in ([1.0, 2.0], [1, 2], [True], [1, 2.5], [], 3, 2.5,
-                 np.array([1.0, 2.0]), np.array([1.0], np.float32), np.array([1, 2])):
+                 np.array([1.0, 2.0]), np.array([1.0], np.float32), np.array([1, 2]),
+                 # a NumPy float64 keeps its dtype, in a list too; a Python float does not
+                 np.float64(0.3), np.float32(0.3), [np.float64(0.3), 1.0], [np.float32(1), 2.0],
+                 [[0.5], (np.float64(1),)], [np.array([1.0, 2.0]), np.array([3.0, 4.0])]):
         ours = str(tg.tensor(data).dtype).replace("tapegrad", "torch")
         theirs = str(torch.tensor(data).dtype)
         assert ours == theirs, data
