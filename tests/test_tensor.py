@@ -120,6 +120,7 @@ def test_tensor_from_numpy_arrays_keeps_dtype():
     assert t.tolist() == [1.0, 2.0]                  # tensor() copies
 
 
+@pytest.mark.filterwarnings("ignore:Creating a tensor from a list of numpy.ndarrays")
 def test_tensor_dtype_inference_matches_torch():
     torch = pytest.importorskip("torch")
     for data in ([1.0, 2.0], [1, 2], [True], [1, 2.5], [], 3, 2.5,
