@@ -114,6 +114,30 @@ def test_amax_amin_match_torch():
     assert same(a, b), (a, b)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("perm", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
+def test_amax_amin_on_long_lines_and_permuted_views_match_torch(dtype, perm):
+    """amax/amin walk the input's memory in order a row at a time (a row into one
+    element: maxnum/minnum with a NaN check; rows side by side: elementwise): every dim
+    set of permuted views with lines of 33 and 40, ties and a NaN, against PyTorch's
+    values and gradients (split among ties, NaN along a NaN line)."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(41)
+    a = r.integers(-4, 5, (6, 33, 40)).astype(dtype)
+    a[2, 5, 7] = np.nan
+    for name in ("amax", "amin"):
+        for dims in (0, 1, 2, (0, 1), (1, 2), (0, 2), (0, 1, 2)):
+            out = []
+            for L in (tg, torch):
+                x = L.tensor(a, requires_grad=True)
+                y = getattr(x.permute(*perm), name)(dims)
+                (y * L.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape))
+                              .astype(dtype))).sum().backward()
+                out.append((y.detach().numpy(), x.grad.numpy()))
+            for got, want in zip(*out):
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 # ------------------------------------------------------------------ var / std
 @pytest.mark.parametrize("n", [3, 7, 10, 33])
 @pytest.mark.parametrize("dtype", [tg.float32, tg.float64])

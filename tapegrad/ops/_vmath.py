@@ -109,6 +109,19 @@ def maxnum(typingctx, a, b):
     return a(a, b), codegen
 
 
+@intrinsic
+def minnum(typingctx, a, b):
+    """The smaller of two floats of one type, as llvm.minnum (see maxnum)."""
+    if a != b or not isinstance(a, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = context.get_value_type(signature.return_type)
+        fn = builder.module.declare_intrinsic("llvm.minnum", [ty], ir.FunctionType(ty, [ty, ty]))
+        return builder.call(fn, args)
+    return a(a, b), codegen
+
+
 def _fma_of(ty):
     """a * b + c rounded once (llvm.fma; vfmadd on AVX2 machines)."""
     @intrinsic

@@ -15,7 +15,7 @@ from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, s
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
 from .._engine.core import span, contiguous_strides
 from .registry import OpDef, register
-from ._vmath import vsum
+from ._vmath import vsum, maxnum, minnum, pick
 
 _M = __name__
 
@@ -418,19 +418,93 @@ def extreme_all_bwd(caddr, row):
 
 
 # ------------------------------------------------------------------ amax / amin
+# The walk of sums (_memory_order, _coalesce, rows) with a NaN-propagating max or min per
+# row: element by element with a multi-index step each, 256 x 1000 float32 forward and
+# backward took 17.8 ms against PyTorch's 0.64.
 @jit
-def _amax_into(A, shape, ast, ost, O, is_min):
-    seen = np.zeros(O.shape[0], np.bool_)
-    nd = shape.shape[0]
-    idx = np.zeros(max(nd, 1), np.int64)
+def _combine(a, b, is_min):
+    """max (min) of a running value a and b; NaN sticks, as in PyTorch."""
+    return pick(b != b or (b < a if is_min else b > a), b, a)
+
+
+@jit
+def _extreme_row(Y, py, iy, X, px, ix, inner, is_min):
+    """Y[py + j * iy] = combine(Y[...], X[px + j * ix]) for j < inner."""
+    if iy == 0 and ix == 1:
+        R = X[px:px + inner]
+        m = R[0]
+        nan = False
+        if is_min:
+            for j in range(inner):
+                m = minnum(m, R[j])
+                nan |= R[j] != R[j]
+        else:
+            for j in range(inner):
+                m = maxnum(m, R[j])
+                nan |= R[j] != R[j]
+        Y[py] = np.nan if nan else _combine(Y[py], m, is_min)
+    elif iy == 1 and ix == 1:
+        D = Y[py:py + inner]
+        S = X[px:px + inner]
+        for j in range(inner):
+            D[j] = _combine(D[j], S[j], is_min)
+    else:
+        for j in range(inner):
+            Y[py + j * iy] = _combine(Y[py + j * iy], X[px + j * ix], is_min)
+
+
+@jit
+def _hits_row(A, pa, ia, O, po, io, inner, G, GA, count, second):
+    """First pass: count[po + j * io] += A[...] == O[...]; second: GA[pa + j * ia] +=
+    G[...] / count[...] * (A[...] == O[...]) (GA shares A's layout): PyTorch's gradient,
+    split evenly among the elements equal to the result, and NaN along a line whose
+    result is NaN (no element equals it: g / 0 * 0)."""
+    if io == 0 and ia == 1:
+        R = A[pa:pa + inner]
+        o = O[po]
+        if not second:
+            c = 0
+            for j in range(inner):
+                c += R[j] == o
+            count[po] += c
+        else:
+            Gr = GA[pa:pa + inner]
+            v = G[po] / count[po]
+            for j in range(inner):
+                Gr[j] += v * pick(R[j] == o, 1.0, 0.0)
+    else:
+        for j in range(inner):
+            q = po + j * io
+            p = pa + j * ia
+            if not second:
+                count[q] += A[p] == O[q]
+            else:
+                GA[p] += G[q] / count[q] * pick(A[p] == O[q], 1.0, 0.0)
+
+
+@jit
+def _extreme_walk(shape, sx, sy, X, Y, is_min, G, GA, count, mode):
+    """Walk X (strides sx) against the reduced Y (sy) in X's memory order, a row at a
+    time: mode 0 reduces X into Y; 1 counts X's elements equal to Y's; 2 adds G / count to
+    GA (laid out as X) where they are equal."""
+    n = numel(shape)
+    if n == 0:
+        return
+    W = np.zeros((4, max(shape.shape[0], 1)), np.int64)
+    perm = _memory_order(sx)
+    nd = _coalesce(shape[perm], sx[perm], sy[perm], W)
+    shape, sx, sy, idx = W[0, :nd], W[1, :nd], W[2, :nd], W[3, :nd]
+    inner = shape[nd - 1]
     px = 0
     py = 0
-    for _ in range(numel(shape)):
-        v = A[px]
-        if not seen[py] or _better(v, O[py], is_min):
-            O[py] = v
-            seen[py] = True
-        px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
+    done = 0
+    while done < n:
+        if mode == 0:
+            _extreme_row(Y, py, sy[nd - 1], X, px, sx[nd - 1], inner, is_min)
+        else:
+            _hits_row(X, px, sx[nd - 1], Y, py, sy[nd - 1], inner, G, GA, count, mode == 2)
+        done += inner
+        px, py = _step(idx, shape, sx, sy, px, py, nd - 2)
 
 
 def amax_fwd(caddr, row):
@@ -442,26 +516,34 @@ def amax_fwd(caddr, row):
         return out
     n = M[out, M_NUMEL]
     is_min = T[row, R_IATTR + 2] != 0
+    start = np.inf if is_min else -np.inf
     if dt == F32:
-        _amax_into(f32_at(data_addr(C, a), span(M, a)), shape, ast, ost,
-                   f32_at(data_addr(C, out), n), is_min)
+        O = f32_at(data_addr(C, out), n)
+        O[:] = start
+        _extreme_walk(shape, ast, ost, f32_at(data_addr(C, a), span(M, a)), O, is_min,
+                      O[:0], O[:0], np.empty(0), 0)
     else:
-        _amax_into(f64_at(data_addr(C, a), span(M, a)), shape, ast, ost,
-                   f64_at(data_addr(C, out), n), is_min)
+        O64 = f64_at(data_addr(C, out), n)
+        O64[:] = start
+        _extreme_walk(shape, ast, ost, f64_at(data_addr(C, a), span(M, a)), O64, is_min,
+                      O64[:0], O64[:0], np.empty(0), 0)
     return set_outputs1(C, out)
 
 
 @jit
 def _amax_grad(A, shape, ast, ost, O, G, GA):
-    """PyTorch's amax/amin gradient: each output's gradient split evenly among the inputs
-    equal to it, written as g / count * hit, so a NaN result (no input equals it) gives
-    its whole line NaN, as PyTorch's does."""
+    """GA (contiguous) += the gradient of amax/amin (see _hits_row): by rows in memory
+    order when A is contiguous (it shares GA's layout), else element by element."""
     nd = shape.shape[0]
     count = np.zeros(O.shape[0], np.float64)
+    n = numel(shape)
+    if is_contiguous_layout(shape, ast):
+        _extreme_walk(shape, ast, ost, A, O, False, G, GA, count, 1)
+        _extreme_walk(shape, ast, ost, A, O, False, G, GA, count, 2)
+        return
     idx = np.zeros(max(nd, 1), np.int64)
     px = 0
     py = 0
-    n = numel(shape)
     for _ in range(n):
         if A[px] == O[py]:
             count[py] += 1.0
@@ -472,6 +554,16 @@ def _amax_grad(A, shape, ast, ost, O, G, GA):
         hit = 1.0 if A[px] == O[py] else 0.0
         GA[k] += G[py] / count[py] * hit
         px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
+
+
+@jit
+def is_contiguous_layout(shape, strides):
+    s = 1
+    for d in range(shape.shape[0] - 1, -1, -1):
+        if shape[d] != 1 and strides[d] != s:
+            return False
+        s *= shape[d]
+    return True
 
 
 def amax_bwd(caddr, row):
