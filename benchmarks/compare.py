@@ -814,6 +814,7 @@ def _large_ops():
          lambda M, x: M.nn.functional.binary_cross_entropy_with_logits(x, x.detach() * 0.5)),
         ("topk", "topk(x, 5, 1).values", mid, lambda M, x: x.topk(5, 1).values),
         ("amax", "amax(x, 1)", mid, lambda M, x: M.amax(x, 1)),
+        ("normalize", "normalize(x, dim=1)", mid, lambda M, x: M.nn.functional.normalize(x, dim=1)),
         ("transposed_sum", "x.t().sum(0)", big, lambda M, x: x.t().sum(0)),
     ]
 

@@ -69,6 +69,6 @@ def test_compare_large_single_ops_agree_with_torch(tmp_path):
     text = _compare(tmp_path, hide_torch=False, only="^op_")
     rows = [line for line in text.splitlines()
             if line.startswith("| ") and "float32, fwd+bwd" in line]
-    assert len(rows) == 13
+    assert len(rows) == 14
     for row in rows:
         assert "ABORTED" not in row and float(row.split("|")[5]) > 0, row

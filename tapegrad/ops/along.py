@@ -19,7 +19,7 @@ from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, 
                             out_numel, _gather)
 from .reduce import _advance_skipping
 from .registry import OpDef, register
-from ._vmath import exp, maxnum, vsum, vdot, vsqdev
+from ._vmath import exp, maxnum, vsum, vdot, vsqdev, pick
 
 _M = __name__
 KERNEL_DTYPE = -1       # F32 or F64 in each compiled copy of the softmax family's kernels
@@ -676,12 +676,55 @@ def _pnorm(X, p, step, m, ord_):
     return s ** (1.0 / ord_)
 
 
+@jit
+def _l2_lines(X, outer, m, V):
+    for o in range(outer):
+        V[o] = math.sqrt(vsqdev(X[o * m:(o + 1) * m], 0.0))
+
+
+@jit
+def _l2_grads(X, G, N, GA, outer, m):
+    """GA += g * x / norm line by line (0 where x or the norm is 0): norm_bwd's p = 2."""
+    for o in range(outer):
+        nk = np.float64(N[o])
+        if nk == 0.0:
+            continue
+        g = np.float64(G[o])
+        R = X[o * m:(o + 1) * m]
+        A = GA[o * m:(o + 1) * m]
+        for j in range(m):
+            x = np.float64(R[j])
+            A[j] += g * pick(x == 0.0, 0.0, x / nk)
+
+
+@jit
+def _l2_fast(C, a, dim, shape, ord_):
+    """(outer, m) when the 2-norm of a along dim reads contiguous lines in place (a
+    contiguous, dim the last or every dim), else (0, 0): the other norms walk float64
+    copies (256 x 1000 float32 forward and backward 1.0 ms, PyTorch 0.37)."""
+    outer, m, inner = _blocks(shape, dim)
+    if ord_ == 2.0 and inner == 1 and is_contiguous(meta_of(C), a):
+        return outer, m
+    return 0, 0
+
+
 def norm_fwd(caddr, row):
     C = ctx_of(caddr)
     a, dt, dim, keep, shape = _prologue(C, row)
     if dt != F32 and dt != F64:
         return E_DTYPE
     ord_ = fattr_of(C)[row]
+    outer, m = _l2_fast(C, a, dim, shape, ord_)
+    if outer > 0:
+        out, V = _reduced_output(C, dt, shape, dim, keep, outer)
+        if out < 0:
+            return out
+        if dt == F32:
+            _l2_lines(f32_at(data_addr(C, a), outer * m), outer, m, V)
+        else:
+            _l2_lines(f64_at(data_addr(C, a), outer * m), outer, m, V)
+        _write(C, dt, data_addr(C, out), V)
+        return set_outputs1(C, out)
     X, b, step, m = _input_lines(C, a, dim)
     out, V = _reduced_output(C, dt, shape, dim, keep, b.shape[0])
     if out < 0:
@@ -697,9 +740,24 @@ def norm_bwd(caddr, row):
     norm is 0; for inf-norms the gradient is split among the elements attaining it."""
     C = ctx_of(caddr)
     T = tape_of(C)
-    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
+    ga = edge_grad_addr(C, row, 0)
     if ga == 0:
         return K_OK
+    sx = T[row, R_IN + IN_SAVED]
+    shape, _ = _shape(meta_of(C), sx)
+    outer, m = _l2_fast(C, sx, T[row, R_IATTR], shape, fattr_of(C)[row])
+    if outer > 0:
+        n = outer * m
+        g = row_grad_addr(C, row, 0)
+        o = data_addr(C, T[row, R_OSAVED])
+        if T[row, R_ODTYPE] == F32:
+            _l2_grads(f32_at(data_addr(C, sx), n), f32_at(g, outer), f32_at(o, outer),
+                      f32_at(ga, n), outer, m)
+        else:
+            _l2_grads(f64_at(data_addr(C, sx), n), f64_at(g, outer), f64_at(o, outer),
+                      f64_at(ga, n), outer, m)
+        return K_OK
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     dim = T[row, R_IATTR]
     ord_ = fattr_of(C)[row]
     X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
