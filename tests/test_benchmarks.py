@@ -72,3 +72,14 @@ def test_compare_large_single_ops_agree_with_torch(tmp_path):
     assert len(rows) == 14
     for row in rows:
         assert "ABORTED" not in row and float(row.split("|")[5]) > 0, row
+
+
+def test_op_sweep_times_an_op_against_torch():
+    """benchmarks.op_sweep prints one timed line with a ratio per op it is asked for."""
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.op_sweep", "softmax(0)"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("softmax(0)")
+    assert float(lines[0].split("ratio")[1].split()[0]) > 0
