@@ -758,38 +758,10 @@ class OpsMix(Workload):
         return Impl(values, loop)
 
 
-class RowCenter(Workload):
-    """A per-row value broadcast along the rows, forward and backward: x minus its row
-    means, weighted and summed (the broadcast operand has inner stride 0)."""
-    key, title = ("row_center", "row-broadcast (x - x.mean(1, keepdim=True)) * w, "
-                  "(64, 512) float32, fwd+bwd")
-    rows = (("main", "", "µs/call", 1),)
-
-    def data(self):
-        np = self.L.np
-        rng = np.random.default_rng(6)
-        return (rng.standard_normal((64, 512)).astype(np.float32),
-                rng.standard_normal((64, 512)).astype(np.float32))
-
-    def eager(self, M):
-        xn, wn = self.data()
-        x, w = M.tensor(xn, requires_grad=True), M.tensor(wn)
-
-        def call():
-            x.grad = None
-            loss = ((x - x.mean(1, keepdim=True)) * w).sum()
-            loss.backward()
-            return loss
-
-        def loop(n):
-            for _ in range(n):
-                call()
-        return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
-
-
 def _large_ops():
-    """(key, title, shape, the op on a tensor x of that shape in library M): single ops on
-    inputs large enough that per-op overhead does not count, forward and backward."""
+    """(key, title, shape, the op on a tensor x of that shape in library M): single ops,
+    most on inputs large enough that per-op overhead does not count, forward and backward;
+    first a per-row value broadcast along the rows (an operand with inner stride 0)."""
     def ce(M, x):
         import numpy as np
         return M.nn.functional.cross_entropy(x, M.tensor(np.arange(x.shape[0]) % x.shape[1]))
@@ -800,6 +772,8 @@ def _large_ops():
         return M.nn.functional.layer_norm(x, (x.shape[1],), w, w * 0.1)
     mid, big = (256, 1000), (1000, 1000)
     return [
+        ("row_center", "row-broadcast (x - x.mean(1, keepdim=True)) * w", (64, 512),
+         lambda M, x: x - x.mean(1, keepdim=True)),
         ("softmax_last", "softmax(x, 1)", mid, lambda M, x: M.softmax(x, 1)),
         ("softmax_first", "softmax(x, 0)", mid, lambda M, x: M.softmax(x, 0)),
         ("log_softmax", "log_softmax(x, 1)", mid, lambda M, x: M.log_softmax(x, 1)),
@@ -939,7 +913,7 @@ class ReplayChain1M(Chain1M):
 
 def workloads(L):
     return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
-            RowCenter(L), Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L),
+            Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L),
             ReplayMLPSteps(L), ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
             ReplayChain1M(L, "float64")] + [LargeOp(L, *op) for op in _large_ops()]
 

@@ -401,26 +401,27 @@ def _logsumexp_grads(X, G, O, GA, outer, m, inner):
 
 
 @jit
-def _values32(C, t, n):
-    """float32 tensor t's n elements in row-major order: its memory, or a gathered copy."""
+def _row_major(C, t, n, src):
+    """Tensor t's n elements in row-major order, in src's dtype (src: t's memory from its
+    data address on, span(t) elements): src itself when t is contiguous, else a gathered
+    copy."""
     M = meta_of(C)
     if is_contiguous(M, t):
-        return f32_at(data_addr(C, t), n)
+        return src[:n]
     shape, st = _shape(M, t)
-    X = np.empty(n, np.float32)
-    _gather(f32_at(data_addr(C, t), span(M, t)), 0, shape, st, X)
+    X = np.empty(n, src.dtype)
+    _gather(src, 0, shape, st, X)
     return X
 
 
 @jit
+def _values32(C, t, n):
+    return _row_major(C, t, n, f32_at(data_addr(C, t), span(meta_of(C), t)))
+
+
+@jit
 def _values64(C, t, n):
-    M = meta_of(C)
-    if is_contiguous(M, t):
-        return f64_at(data_addr(C, t), n)
-    shape, st = _shape(M, t)
-    X = np.empty(n)
-    _gather(f64_at(data_addr(C, t), span(M, t)), 0, shape, st, X)
-    return X
+    return _row_major(C, t, n, f64_at(data_addr(C, t), span(meta_of(C), t)))
 
 
 def softmax_fwd(caddr, row):
