@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .._engine.layout import K_OK, F32, E_DTYPE, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, \
-    M_NUMEL, R_IATTR, R_IN, IN_SAVED, R_OSAVED, R_ODTYPE, IW, IN_ID
+    M_NUMEL, R_IATTR, R_IN, IN_SAVED, R_OSAVED, R_ODTYPE, IW
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, fattr_of, f32_at, f64_at
 from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, span,
                             is_contiguous,
@@ -812,46 +812,49 @@ def _row_stats(R, eps):
 
 
 @jit
-def _layer_norm_rows(X, Y, W, B, N, D, eps, affine_w, affine_b):
+def _layer_norm_rows(X, Y, W, B, N, D, eps):
+    """Y = layer_norm(X) row by row, times W and plus B when they are not empty."""
     for r in range(N):
         R = X[r * D:(r + 1) * D]
         O = Y[r * D:(r + 1) * D]
         mean, rstd = _row_stats(R, eps)
         for j in range(D):
             v = (np.float64(R[j]) - mean) * rstd
-            if affine_w:
+            if W.shape[0]:
                 v = v * W[j]
-            if affine_b:
+            if B.shape[0]:
                 v = v + B[j]
             O[j] = v
 
 
 @jit
-def _layer_norm_grads(X, G, W, GX, GW, GB, N, D, eps, affine_w):
-    """GX, GW, GB += the gradients (each only when its array is not empty)."""
+def _layer_norm_grads(X, G, W, GX, GW, GB, N, D, eps):
+    """GX, GW, GB += the gradients (each only when its array is not empty). X is empty
+    when only the bias wants one (x was not saved), W when there is no weight or it was
+    not saved (only x's gradient reads it)."""
     H = np.empty(D)
     Gw = np.empty(D)
     SW = np.zeros(D if GW.shape[0] else 0)
     SB = np.zeros(D if GB.shape[0] else 0)
     for r in range(N):
-        R = X[r * D:(r + 1) * D]
         Gr = G[r * D:(r + 1) * D]
+        for j in range(SB.shape[0]):
+            SB[j] += Gr[j]
+        if X.shape[0] == 0:
+            continue
+        R = X[r * D:(r + 1) * D]
         mean, rstd = _row_stats(R, eps)
         for j in range(D):
             H[j] = (np.float64(R[j]) - mean) * rstd
-            Gw[j] = Gr[j] * W[j] if affine_w else np.float64(Gr[j])
+            Gw[j] = Gr[j] * W[j] if W.shape[0] else np.float64(Gr[j])
         if GX.shape[0]:
             a = vsum(Gw, 0.0) / D
             b = vdot(Gw, H, 0.0) / D
             A = GX[r * D:(r + 1) * D]
             for j in range(D):
                 A[j] += rstd * (Gw[j] - a - H[j] * b)
-        if SW.shape[0]:
-            for j in range(D):
-                SW[j] += Gr[j] * H[j]
-        if SB.shape[0]:
-            for j in range(D):
-                SB[j] += Gr[j]
+        for j in range(SW.shape[0]):
+            SW[j] += Gr[j] * H[j]
     for j in range(SW.shape[0]):
         GW[j] += SW[j]
     for j in range(SB.shape[0]):
@@ -876,14 +879,14 @@ def layer_norm_fwd(caddr, row):
     if out < 0:
         return out
     eps = fattr_of(C)[row]
+    wa, nw = (data_addr(C, w), D) if w >= 0 else (0, 0)
+    ba, nb = (data_addr(C, b), D) if b >= 0 else (0, 0)
     if KERNEL_DTYPE == F32:
-        _layer_norm_rows(_values32(C, x, n), f32_at(data_addr(C, out), n),
-                         f32_at(data_addr(C, w), D if w >= 0 else 0),
-                         f32_at(data_addr(C, b), D if b >= 0 else 0), N, D, eps, w >= 0, b >= 0)
+        _layer_norm_rows(_values32(C, x, n), f32_at(data_addr(C, out), n), f32_at(wa, nw),
+                         f32_at(ba, nb), N, D, eps)
     else:
-        _layer_norm_rows(_values64(C, x, n), f64_at(data_addr(C, out), n),
-                         f64_at(data_addr(C, w), D if w >= 0 else 0),
-                         f64_at(data_addr(C, b), D if b >= 0 else 0), N, D, eps, w >= 0, b >= 0)
+        _layer_norm_rows(_values64(C, x, n), f64_at(data_addr(C, out), n), f64_at(wa, nw),
+                         f64_at(ba, nb), N, D, eps)
     return set_outputs1(C, out)
 
 
@@ -900,41 +903,18 @@ def layer_norm_bwd(caddr, row):
     n = N * D
     eps = fattr_of(C)[row]
     g = row_grad_addr(C, row, 0)
-    x = T[row, R_IN + IN_SAVED]
-    w = T[row, R_IN + IW + IN_SAVED]
-    affine_w = T[row, R_IN + IW + IN_ID] >= 0
-    if x < 0:       # only the bias wants a gradient: x was not saved
-        n = 0
+    x = T[row, R_IN + IN_SAVED]             # (-1: only the bias wants a gradient)
+    w = T[row, R_IN + IW + IN_SAVED]        # (-1: no weight, or x needs no gradient)
+    wa, nw = (data_addr(C, w), D) if w >= 0 else (0, 0)
     if KERNEL_DTYPE == F32:
-        X = _values32(C, x, n) if x >= 0 else np.empty(0, np.float32)
-        _layer_norm_grads(X, f32_at(g, N * D), f32_at(data_addr(C, w) if w >= 0 else 0,
-                                                       D if w >= 0 else 0),
-                          f32_at(gx, n if gx else 0), f32_at(gw, D if gw else 0),
-                          f32_at(gb, D if gb else 0), N if x >= 0 else 0, D, eps,
-                          affine_w and w >= 0)
-        if x < 0:
-            _bias_grad(f32_at(g, N * D), f32_at(gb, D), N, D)
+        _layer_norm_grads(_values32(C, x, n) if x >= 0 else np.empty(0, np.float32),
+                          f32_at(g, n), f32_at(wa, nw), f32_at(gx, n if gx else 0),
+                          f32_at(gw, D if gw else 0), f32_at(gb, D if gb else 0), N, D, eps)
     else:
-        X64 = _values64(C, x, n) if x >= 0 else np.empty(0)
-        _layer_norm_grads(X64, f64_at(g, N * D), f64_at(data_addr(C, w) if w >= 0 else 0,
-                                                        D if w >= 0 else 0),
-                          f64_at(gx, n if gx else 0), f64_at(gw, D if gw else 0),
-                          f64_at(gb, D if gb else 0), N if x >= 0 else 0, D, eps,
-                          affine_w and w >= 0)
-        if x < 0:
-            _bias_grad(f64_at(g, N * D), f64_at(gb, D), N, D)
+        _layer_norm_grads(_values64(C, x, n) if x >= 0 else np.empty(0),
+                          f64_at(g, n), f64_at(wa, nw), f64_at(gx, n if gx else 0),
+                          f64_at(gw, D if gw else 0), f64_at(gb, D if gb else 0), N, D, eps)
     return K_OK
-
-
-@jit
-def _bias_grad(G, GB, N, D):
-    S = np.zeros(D)
-    for r in range(N):
-        Gr = G[r * D:(r + 1) * D]
-        for j in range(D):
-            S[j] += Gr[j]
-    for j in range(D):
-        GB[j] += S[j]
 
 
 def _along(name, grad_fn, fwd, bwd, saves=(), per_dtype=False):

@@ -81,7 +81,8 @@ def _softplus_neg(x):
 @jit
 def _pointwise(kind, x, y, w, pw, s):
     """(loss, d loss / dx, d loss / dy) of one element; w the weight, pw the positive
-    weight (BCE_LOGITS_POS, BCE_LOGITS_BOTH). (Huber and smooth L1: _huber_like_*.)"""
+    weight (BCE_LOGITS_POS, BCE_LOGITS_BOTH). Huber, smooth L1 and unweighted BCE with
+    logits have loops of their own (_huber_like_*, _bce_logits_*)."""
     if kind == MSE:
         d = x - y
         return d * d, 2.0 * d, -2.0 * d
@@ -155,36 +156,32 @@ def _direct_fwd(C, dt, red, kind, s, x, y):
 
 
 @jit
+def _direct_grads(kind, s, g, X, Y, GX, GY):
+    """GX, GY (each when not empty) += the gradients for an incoming gradient g."""
+    if kind == MSE:
+        _mse_grads(X, Y, X.shape[0], g, GX, GY, GX.shape[0] != 0, GY.shape[0] != 0)
+    elif kind == BCE_LOGITS:
+        _bce_logits_grads(X, Y, np.empty(0), g, GX, GY)
+    else:
+        for GD, sign in ((GX, 1.0), (GY, -1.0)):
+            if GD.shape[0]:
+                _huber_like_grads(kind, X, Y, s, np.empty(0), g, GD, sign)
+
+
+@jit
 def _direct_bwd(C, row, dt, red, kind, s, x, y, gx, gy):
     M = meta_of(C)
     n = M[x, M_NUMEL]
     ga = row_grad_addr(C, row, 0)
+    nx, ny = (n if gx != 0 else 0), (n if gy != 0 else 0)
     if dt == F32:
         g = np.float64(f32_at(ga, 1)[0])
-        g = g / n if red == MEAN else g
-        X, Y = f32_at(data_addr(C, x), n), f32_at(data_addr(C, y), n)
-        GX, GY = f32_at(gx, n if gx != 0 else 0), f32_at(gy, n if gy != 0 else 0)
-        if kind == MSE:
-            _mse_grads(X, Y, n, g, GX, GY, gx != 0, gy != 0)
-        elif kind == BCE_LOGITS:
-            _bce_logits_grads(X, Y, np.empty(0), g, GX, GY)
-        else:
-            for GD, sign in ((GX, 1.0), (GY, -1.0)):
-                if GD.shape[0]:
-                    _huber_like_grads(kind, X, Y, s, np.empty(0), g, GD, sign)
+        _direct_grads(kind, s, g / n if red == MEAN else g, f32_at(data_addr(C, x), n),
+                      f32_at(data_addr(C, y), n), f32_at(gx, nx), f32_at(gy, ny))
     else:
         g = f64_at(ga, 1)[0]
-        g = g / n if red == MEAN else g
-        X64, Y64 = f64_at(data_addr(C, x), n), f64_at(data_addr(C, y), n)
-        GX64, GY64 = f64_at(gx, n if gx != 0 else 0), f64_at(gy, n if gy != 0 else 0)
-        if kind == MSE:
-            _mse_grads(X64, Y64, n, g, GX64, GY64, gx != 0, gy != 0)
-        elif kind == BCE_LOGITS:
-            _bce_logits_grads(X64, Y64, np.empty(0), g, GX64, GY64)
-        else:
-            for GD64, sign in ((GX64, 1.0), (GY64, -1.0)):
-                if GD64.shape[0]:
-                    _huber_like_grads(kind, X64, Y64, s, np.empty(0), g, GD64, sign)
+        _direct_grads(kind, s, g / n if red == MEAN else g, f64_at(data_addr(C, x), n),
+                      f64_at(data_addr(C, y), n), f64_at(gx, nx), f64_at(gy, ny))
     return K_OK
 
 
@@ -335,14 +332,13 @@ def pointwise_bwd(caddr, row):
     G = _read(dt, row_grad_addr(C, row, 0), out_numel(T, row))
     GX = np.zeros(n, np.float64)
     GY = np.zeros(n, np.float64)
+    g0 = 0.0 if red == NONE else (G[0] / n if red == MEAN else G[0])
+    Gj = G if red == NONE else G[:0]        # (the loops take G's elements, or g0)
     if kind == HUBER or kind == SMOOTH_L1:
-        g0 = 0.0 if red == NONE else (G[0] / n if red == MEAN else G[0])
-        Gj = G if red == NONE else G[:0]
         _huber_like_grads(kind, X, Y, s, Gj, g0, GX, 1.0)
         _huber_like_grads(kind, X, Y, s, Gj, g0, GY, -1.0)
     elif kind == BCE_LOGITS and sw < 0:
-        g0 = 0.0 if red == NONE else (G[0] / n if red == MEAN else G[0])
-        _bce_logits_grads(X, Y, G if red == NONE else G[:0], g0, GX, GY)
+        _bce_logits_grads(X, Y, Gj, g0, GX, GY)
     else:
         for j in range(n):
             g = G[j] if red == NONE else (G[0] / n if red == MEAN else G[0])

@@ -150,6 +150,15 @@ def _memory_order(sx):
 
 
 @jit
+def _walk_plan(shape, sx, sy):
+    """(W, nd): the dims of a walk over X (strides sx) and Y (sy) in X's memory order,
+    merged where they can be: W's rows 0-3 hold shape, sx, sy and a zeroed index."""
+    W = np.zeros((4, max(shape.shape[0], 1)), np.int64)
+    perm = _memory_order(sx)
+    return W, _coalesce(shape[perm], sx[perm], sy[perm], W)
+
+
+@jit
 def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     """Walk an index space: Y[py] += X[px] * scale (accumulate) or, for broadcasting a
     gradient back, X[px] += Y[py] * scale. The inner loop has unit-stride versions
@@ -159,9 +168,7 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
         n *= shape[d]
     if n == 0:
         return
-    W = np.zeros((4, max(shape.shape[0], 1)), np.int64)   # shape, sx, sy, index
-    perm = _memory_order(sx)
-    nd = _coalesce(shape[perm], sx[perm], sy[perm], W)
+    W, nd = _walk_plan(shape, sx, sy)
     shape, sx, sy, idx = W[0, :nd], W[1, :nd], W[2, :nd], W[3, :nd]
     inner = shape[nd - 1]
     ix = sx[nd - 1]
@@ -219,18 +226,24 @@ def _sum_contiguous(A, n):
 
 
 @jit
+def is_contiguous_layout(shape, strides):
+    """Whether strides lay shape out row-major without gaps (size-1 dims aside)."""
+    s = 1
+    for d in range(shape.shape[0] - 1, -1, -1):
+        if shape[d] != 1 and strides[d] != s:
+            return False
+        s *= shape[d]
+    return True
+
+
+@jit
 def _sum_into(A, shape, ast, acc, ost, scale, O):
     n = 1
     full = True
     for d in range(shape.shape[0]):
         n *= shape[d]
         full = full and ost[d] == 0
-    contiguous = True
-    s = 1
-    for d in range(shape.shape[0] - 1, -1, -1):
-        if shape[d] != 1 and ast[d] != s:
-            contiguous = False
-        s *= shape[d]
+    contiguous = is_contiguous_layout(shape, ast)
     nd = shape.shape[0]
     k = nd                          # reduced dims are exactly dims k.. (trailing)?
     while k > 0 and ost[k - 1] == 0:
@@ -490,9 +503,7 @@ def _extreme_walk(shape, sx, sy, X, Y, is_min, G, GA, count, mode):
     n = numel(shape)
     if n == 0:
         return
-    W = np.zeros((4, max(shape.shape[0], 1)), np.int64)
-    perm = _memory_order(sx)
-    nd = _coalesce(shape[perm], sx[perm], sy[perm], W)
+    W, nd = _walk_plan(shape, sx, sy)
     shape, sx, sy, idx = W[0, :nd], W[1, :nd], W[2, :nd], W[3, :nd]
     inner = shape[nd - 1]
     px = 0
@@ -554,16 +565,6 @@ def _amax_grad(A, shape, ast, ost, O, G, GA):
         hit = 1.0 if A[px] == O[py] else 0.0
         GA[k] += G[py] / count[py] * hit
         px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
-
-
-@jit
-def is_contiguous_layout(shape, strides):
-    s = 1
-    for d in range(shape.shape[0] - 1, -1, -1):
-        if shape[d] != 1 and strides[d] != s:
-            return False
-        s *= shape[d]
-    return True
 
 
 def amax_bwd(caddr, row):
