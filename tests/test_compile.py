@@ -2768,3 +2768,30 @@ def test_copying_values_in_a_compiled_function_falls_back_to_eager():
         with pytest.warns(tg.CompileWarning, match=how):
             assert c(tg.tensor([1.0, 2.0])).tolist() == [2.0, 4.0]
         assert c(tg.tensor([5.0, 6.0])).tolist() == [10.0, 12.0]
+
+
+def test_assigning_data_of_a_tensor_the_function_sees_records_again():
+    """`t.data = ...` keeps the Python object and gives it a new id; the plan replays the
+    ids it recorded, so the guard reads the ids of the tensors the function sees (not only
+    those of modules and optimizers): the next call records again and uses the new data."""
+    w = tg.tensor(np.arange(3, dtype=np.float32), requires_grad=True)
+    holder = {"b": tg.tensor(np.ones(3, np.float32), requires_grad=True)}
+
+    def f(x):
+        w.grad = holder["b"].grad = None
+        y = x * w + holder["b"]
+        y.sum().backward()
+        return y * 1
+    cf = tg.compile(f)
+    x = tg.tensor(np.full(3, 2.0, np.float32))
+    for _ in range(2):
+        cf(x)
+    for t, value in ((w, 10.0), (holder["b"], -4.0)):
+        t.data = tg.tensor(np.full(3, value, np.float32))
+        for _ in range(2):
+            yc = to_np(cf(x))
+        gc_ = to_np(w.grad), to_np(holder["b"].grad)
+        assert_same(yc, to_np(f(x)))
+        assert_same(gc_[0], to_np(w.grad))
+        assert_same(gc_[1], to_np(holder["b"].grad))
+    assert cf.stats["recordings"] == 3

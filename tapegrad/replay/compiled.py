@@ -193,7 +193,11 @@ class CompiledFunction:
 
     def _objects_fingerprint(self, args, kwargs):
         from ..nn.module import Module
-        parts = []
+        # the tensors the function sees outside its arguments, with the ids they hold now:
+        # `t.data = ...` gives the same object a new id, which the plan would not read
+        # (it replays the ids it recorded)
+        seen = [x for v in self._read_sources() for x in [v] + _members(v)]
+        parts = [("t", tuple((id(x), x._i) for x in seen if isinstance(x, Tensor)))]
         for o in self._objects(args, kwargs):
             if isinstance(o, Module):
                 parts.append(("m", id(o), tuple((id(p), p._i, p.requires_grad)
