@@ -234,6 +234,8 @@ E_CALLBACK = -23      # the sweep paused for Python: err = (row, CB_* bits); res
 E_VIEWS_LAYOUT = -24  # in-place on a non-contiguous tensor whose views have histories
 E_STALE_VIEW = -25    # an FL_STALE view used as an op input in grad mode: err = (id,)
 E_NOGRAD_VIEW_INPLACE = -26  # in-place in grad mode on a view made under no_grad
+E_FALLBACK = -27     # a replay's fused op does not apply to these operands (nothing was made):
+                     # the executor runs the ops it replaced instead (replay/_run.I_ALT)
 CB_HOOKS, CB_FUNCTION = 1, 2
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------

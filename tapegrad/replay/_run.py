@@ -11,7 +11,8 @@ use) or until it is handed back to Python as a returned value.
 from .._engine.layout import (IA_IN2, OPF_INPLACE, MODE_BACKWARD, M_GRAD, M_REFS, M_DTYPE,
                               M_NUMEL, M_NDIM, M_FLAGS, M_ROW, M_SHAPE, M_STRIDE, MAXD,
                               C_META_CAP, C_LIVE_META, C_STOR_CAP, C_LIVE_STOR, C_NOUTS,
-                              C_PLAN, C_PLANN, C_PLANK, E_GROW_META, E_GROW_STOR, F64, E_NOMEM)
+                              C_PLAN, C_PLANN, C_PLANK, E_GROW_META, E_GROW_STOR, F64, E_NOMEM,
+                              E_FALLBACK)
 from .._engine.lowlevel import (jit, jit_entry, ctx_of, meta_of, iargs_of, outs_of, i64_at,
                                 f64_at, u8_at, call_native_op, call_native_sweep,
                                 call_native_i4, call_native_i2, call_native_new,
@@ -30,6 +31,9 @@ I_GRAD = 6      # tensor, destination: the tensor's .grad
 I_GRADNONE = 7  # tensor, 1: zero it in place / 0: .grad = None
 I_RAND = 8      # destination, dtype, ndim, p bits, scale bits, seed index, shape...
 I_IADD = 9      # int64 tensor (contiguous), value: t += value (BatchNorm's batch counter)
+I_ALT = 10      # skip: follows an I_OP of a fused op; the instructions it replaced come
+                # next, `skip` words: jumped over when the fused op ran, run when it
+                # answered E_FALLBACK (its operands are not the ones it covers)
 
 # header H[...]: what a call runs
 H_STEPS, H_NARGS, H_ARGSLOTS, H_ARGIDS, H_NRET, H_RETSLOTS, H_RETIDS, H_RETOWN, \
@@ -140,7 +144,9 @@ def run(caddr, haddr):
                 b = P[pc + 4]
                 r = call_native_op(H[H_OPFN], caddr, P[pc + 2], ids[P[pc + 3]],
                                    ids[b] if b >= 0 else -1, PF[pc + 6], P[pc + 7])
-                if r < 0:
+                if r == E_FALLBACK and pc + n < nprog and P[pc + n] == I_ALT:
+                    n += P[pc + n + 1]          # on to the replaced instructions
+                elif r < 0:
                     st = r
                 elif not P[pc + 7] & OPF_INPLACE:
                     o = outs_of(C)
@@ -214,6 +220,8 @@ def run(caddr, haddr):
                                          seeds[step * H[H_NSEEDS] + P[pc + 7]], PF[pc + 5],
                                          PF[pc + 6])
                         ids[P[pc + 2]] = t
+            elif code == I_ALT:
+                n += P[pc + 2]
             elif code == I_IADD:
                 t = ids[P[pc + 2]]
                 M = meta_of(C)

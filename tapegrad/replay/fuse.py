@@ -33,6 +33,7 @@ import re
 
 from .._engine import layout as L
 from ..ops.registry import OPS, BY_NAME, OpDef, register, fill_opinfo
+from ..ops import linear as _linear  # noqa: F401 (registers mm_bias)
 from ..ops._codegen import _trig
 from .._engine.cache import kernel_cache
 
@@ -226,6 +227,73 @@ def _fused_op(structure, saves, saved_by, grad_fn, capacity):
     from .._engine.state import engine
     fill_opinfo(engine().opinfo, [op])
     return op
+
+
+def _plain(ins, names):
+    """Whether instruction ins is an out-of-place op named in names with one output."""
+    return (ins[0] == X.I_OP and OPS[ins[2]].name in names and not ins[7] & L.OPF_INPLACE
+            and ins[5] < 0 and ins[8] == 1)
+
+
+def fuse_bias(code, uses, defs, ret_slots):
+    """code, uses and defs with each matrix product whose only reader adds a bias (`x @ W
+    + b`, `b + x @ W`), and that sum's relu if relu is its only reader, replaced by one
+    row of ops/linear.py's mm_bias / mm_bias_relu; and the member op names of each. The
+    replaced instructions follow it behind an I_ALT: the executor runs them when the
+    operands are not two matrices and a bias vector (which only the run can tell)."""
+    readers = {}
+    for k, u in enumerate(uses):
+        for s in u:
+            readers.setdefault(s, []).append(k)
+    writes = [k for k, ins in enumerate(code) if _writes(ins)]
+    returned = set(ret_slots)
+
+    def only_reader(slot, k0, names):
+        ks = readers.get(slot)
+        if slot in returned or ks is None or len(ks) != 1 or not _plain(code[ks[0]], names):
+            return None
+        k = ks[0]
+        same_mode = code[k][7] & L.OPF_GRAD == code[k0][7] & L.OPF_GRAD
+        return k if same_mode and not any(k0 < w < k for w in writes) else None
+
+    blocks, fused = {}, []
+    for j, ins in enumerate(code):
+        if not _plain(ins, ("mm", "matmul")) or ins[3] < 0 or ins[4] < 0:
+            continue
+        t = ins[10]
+        k = only_reader(t, j, ("add",))
+        if k is None or k in blocks:
+            continue
+        a, b = code[k][3:5]
+        bias = b if a == t else a
+        if bias < 0 or bias == t:
+            continue
+        members = [j, k]
+        r = only_reader(code[k][10], k, ("relu",))
+        if r is not None:
+            members.append(r)
+        last = code[members[-1]]
+        op = BY_NAME["mm_bias_relu" if r is not None else "mm_bias"]
+        alt = sum((code[m] for m in members), [])
+        blocks[members[-1]] = ([X.I_OP, 12, op.opcode, ins[3], ins[4], bias, 0,
+                                last[7] | L.OPF_IN2, 1, 1, last[10], int(r is not None),
+                                X.I_ALT, 3, len(alt)] + alt,
+                               sum((uses[m] for m in members), []),
+                               sum((defs[m] for m in members), []), members)
+        fused.append(tuple(OPS[code[m][2]].name for m in members))
+    drop = {m for *_, members in blocks.values() for m in members}
+    out_code, out_uses, out_defs = [], [], []
+    for k, ins in enumerate(code):
+        if k in blocks:
+            ins, u, d, _ = blocks[k]
+        elif k in drop:
+            continue
+        else:
+            u, d = uses[k], defs[k]
+        out_code.append(ins)
+        out_uses.append(u)
+        out_defs.append(d)
+    return out_code, out_uses, out_defs, fused
 
 
 def fuse(code, uses, defs, ret_slots):

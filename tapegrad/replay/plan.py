@@ -19,7 +19,7 @@ from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS
                              native_entry, EngineError)
 from .. import _creation as _CREATION
 from ..ops.registry import OPS
-from .fuse import fuse as fuse_elementwise
+from .fuse import fuse as fuse_elementwise, fuse_bias
 from .recorder import (GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD,
                        PY_CONST)
 from ..optim.optimizer import Optimizer
@@ -215,7 +215,9 @@ class Program:
             self.ret_own.append(int(own))
         self.fused = []             # per fused op: its members' op names
         if fuse:
-            code, uses, defs, self.fused = fuse_elementwise(code, uses, defs, self.ret_slots)
+            code, uses, defs, self.fused = fuse_bias(code, uses, defs, self.ret_slots)
+            code, uses, defs, more = fuse_elementwise(code, uses, defs, self.ret_slots)
+            self.fused += more
         # free every owned slot right after its last use (returned ones never)
         last = {}
         for k, (u, d) in enumerate(zip(uses, defs)):
