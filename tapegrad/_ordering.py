@@ -8,7 +8,8 @@ import collections
 
 import numpy as np
 
-from .tensor import Tensor, _numpy_view, _dim
+from .tensor import Tensor, _numpy_view, _dim, _wrap, run
+from .ops.registry import BY_NAME
 from ._math import _check
 
 _sort_ret = collections.namedtuple("sort", ["values", "indices"])
@@ -90,17 +91,15 @@ def _top(a, d, k, largest):
 def flip(input, dims):
     _check(input, "flip")
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
-    seen = set()
-    out = input
+    mask = 0
     for dm in dims:
         d = _dim(dm, input.ndim, "flip")
-        if d in seen:
+        if mask >> d & 1:
             raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-        seen.add(d)
-        if input.ndim:
-            n = input.shape[d]
-            out = out.index_select(d, _index(np.arange(n - 1, -1, -1)))
-    return out.clone() if out is input else out
+        mask |= 1 << d
+    if not input.ndim:
+        mask = 0
+    return _wrap(run(BY_NAME["flip"], input._i, iargs=(mask,)))
 
 
 def _triangle(input, diagonal, fn, lower):

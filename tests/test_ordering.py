@@ -148,3 +148,56 @@ def test_sort_inside_compile_is_a_graph_break_with_right_values():
     assert any(issubclass(m.category, tg.CompileWarning) for m in w)
     want = float((np.sort(x.detach().numpy()) * np.arange(6.0)).sum())
     assert got == [pytest.approx(want, rel=1e-15)] * 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_flip_is_one_row_like_pytorchs_over_layouts_and_dtypes(dtype):
+    """flip is one FlipBackward0 row (a copy read through negative strides, rows of 8
+    reversed at once): values against PyTorch for strided and offset inputs, rows longer
+    and shorter than 8, empty dims, 0-d, ints and bools; gradients bitwise PyTorch's,
+    written into a fresh buffer or added to an existing one."""
+    torch = pytest.importorskip("torch")
+    cases = [((5,), (0,)), ((3, 19), (1,)), ((3, 19), (0, 1)), ((2, 3, 17), (0, 2)),
+             ((2, 3, 4), ()), ((3, 0, 2), (1,)), ((4, 9), (-1,))]
+    for shape, dims in cases:
+        a = RNG.standard_normal(shape).astype(dtype)
+        w = RNG.standard_normal(shape).astype(dtype)
+        x, xt = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        y, yt = x.flip(dims), xt.flip(dims)
+        assert y.grad_fn.name() == yt.grad_fn.name() == "FlipBackward0"
+        np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+        for _ in range(2):              # the second backward adds to the first's .grad
+            (x.flip(dims) * tg.tensor(w)).sum().backward()
+            (xt.flip(dims) * torch.tensor(w)).sum().backward()
+            np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    base = RNG.standard_normal((6, 21)).astype(dtype)
+    views = [lambda t: t.t(), lambda t: t[1:5, 2:19], lambda t: t[:, ::3], lambda t: t[2]]
+    for view in views:
+        for dims in ((0,), (-1,), (0, -1)):
+            x = tg.tensor(base, requires_grad=True)
+            xt = torch.tensor(base, requires_grad=True)
+            v, vt = view(x), view(xt)
+            if v.ndim == 1 and dims != (0,):
+                continue
+            y, yt = v.flip(dims), vt.flip(dims)
+            np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+            (y * y).sum().backward()
+            (yt * yt).sum().backward()
+            np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    s = leaf(np.float64(3.0))
+    assert s.flip(0).item() == 3.0 and s.flip(()).grad_fn.name() == "FlipBackward0"
+    ints = np.arange(30).reshape(3, 10)
+    assert tg.tensor(ints).flip((0, 1)).tolist() == ints[::-1, ::-1].tolist()
+    assert tg.tensor([True, False, False]).flip(0).tolist() == [False, False, True]
+
+
+def test_flip_of_a_tensor_modified_after_it_keeps_its_values():
+    """flip copies (as PyTorch's does): writing into the input afterwards changes
+    neither the result nor the gradient (flip saves nothing)."""
+    x = leaf(np.arange(4.0))
+    y = x.flip(0)
+    with tg.no_grad():
+        x.mul_(10)
+    assert y.tolist() == [3.0, 2.0, 1.0, 0.0]
+    (y * tg.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    assert x.grad.tolist() == [4.0, 3.0, 2.0, 1.0]

@@ -487,21 +487,53 @@ def decref_row(caddr, r):
 def copy_strided(C, t, dst_addr):
     """Gather tensor t (any layout, any dtype) into a contiguous buffer."""
     M = meta_of(C)
+    nd = M[t, M_NDIM]
+    gather_layout(C, t, M[t, M_OFF], M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd],
+                  dst_addr)
+
+
+@jit
+def gather_layout(C, t, off, shape, strides, dst_addr):
+    """Gather the elements of t's storage at offset off in the layout (shape, strides; a
+    stride may be negative where off starts at the dim's last element: flip) into a
+    contiguous buffer, in t's dtype."""
+    M = meta_of(C)
     S = stor_of(C)
     dt = M[t, M_DTYPE]
     n = M[t, M_NUMEL]
-    nd = M[t, M_NDIM]
     base = S[M[t, M_SID], S_ADDR]
     cap = S[M[t, M_SID], S_NBYTES] // itemsize(dt)
-    off = M[t, M_OFF]
     if dt == F32:
-        _gather(f32_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], f32_at(dst_addr, n))
+        _gather(f32_at(base, cap), off, shape, strides, f32_at(dst_addr, n))
     elif dt == F64:
-        _gather(f64_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], f64_at(dst_addr, n))
+        _gather(f64_at(base, cap), off, shape, strides, f64_at(dst_addr, n))
     elif dt == I64:
-        _gather(i64_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], i64_at(dst_addr, n))
+        _gather(i64_at(base, cap), off, shape, strides, i64_at(dst_addr, n))
     else:
-        _gather(u8_at(base, cap), off, M[t, M_SHAPE:M_SHAPE + nd], M[t, M_STRIDE:M_STRIDE + nd], u8_at(dst_addr, n))
+        _gather(u8_at(base, cap), off, shape, strides, u8_at(dst_addr, n))
+
+
+@jit
+def _reversed_row(R, D, inner):
+    """D = R reversed. LLVM does not vectorise R[inner - 1 - j] (nor a slice of step -1):
+    blocks of 8 become a load, a shuffle and a store (256 rows of 1000 float32: 144 ->
+    86 us, a plain copy's time)."""
+    j = 0
+    while j + 8 <= inner:
+        S = R[inner - 8 - j:inner - j]
+        T = D[j:j + 8]
+        T[0] = S[7]
+        T[1] = S[6]
+        T[2] = S[5]
+        T[3] = S[4]
+        T[4] = S[3]
+        T[5] = S[2]
+        T[6] = S[1]
+        T[7] = S[0]
+        j += 8
+    while j < inner:
+        D[j] = R[inner - 1 - j]
+        j += 1
 
 
 @jit
@@ -519,8 +551,13 @@ def _gather(src, off, shape, strides, dst):
     p = off
     o = 0
     while o < n:
-        for j in range(inner):
-            dst[o + j] = src[p + j * si]
+        if si == 1:         # (slices: a copy LLVM vectorises; an index times a stride is not)
+            dst[o:o + inner] = src[p:p + inner]
+        elif si == -1:      # a flipped row: blocks of 8 read forward, stored reversed
+            _reversed_row(src[p - inner + 1:p + 1], dst[o:o + inner], inner)
+        else:
+            for j in range(inner):
+                dst[o + j] = src[p + j * si]
         o += inner
         d = nd - 2
         while d >= 0:

@@ -6,14 +6,15 @@ attributes carry the target shape ([0] ndim, [1:] sizes), the permutation, or th
 """
 import numpy as np
 
-from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL, M_FLAGS,
-                              M_ROW, M_OFF, M_SID, M_BASE, M_REFS, FL_REQ, FL_VIEW, FL_VIEWLEAF,
-                              FL_PLAINVIEW, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE, R_NIN, C_NOUTS)
+from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL,
+                              M_FLAGS, M_ROW, M_OFF, M_SID, M_BASE, M_REFS, FL_REQ, FL_VIEW,
+                              FL_VIEWLEAF, FL_PLAINVIEW, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE,
+                              R_NIN, C_NOUTS)
 from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, f32_at, f64_at
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1)
 from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
-                            _gather)
+                            _gather, gather_layout, make_output, grad_for_write, add_into)
 from .reduce import input_grad, scatter_grad, numel, _odometer
 from .registry import OpDef, register, BY_NAME
 
@@ -393,6 +394,66 @@ def to_copy_bwd(caddr, row):
     return K_OK
 
 
+# ---------------------------------------------------------------- flip
+# One copy with the dims of the mask (int attribute 0) reversed, read through negative
+# strides from the far end of each (PyTorch's FlipBackward0; its backward flips the
+# gradient back). It was an index_select per dim: 10x PyTorch's time on (256, 1000).
+@jit
+def _flip_layout(shape, strides, off, mask):
+    """strides and the start offset of the layout reading dims in mask backwards."""
+    for d in range(shape.shape[0]):
+        if (mask >> d) & 1 and shape[d] > 0:
+            off += (shape[d] - 1) * strides[d]
+            strides[d] = -strides[d]
+    return off
+
+
+def flip_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    a = input_id(C, row, 0)
+    nd = M[a, M_NDIM]
+    shape = M[a, M_SHAPE:M_SHAPE + nd].copy()
+    strides = M[a, M_STRIDE:M_STRIDE + nd].copy()
+    off = _flip_layout(shape, strides, M[a, M_OFF], tape_of(C)[row, R_IATTR])
+    out = make_output(C, M[a, M_DTYPE], nd, shape)
+    if out < 0:
+        return out
+    gather_layout(C, a, off, shape, strides, data_addr(C, out))
+    return set_outputs1(C, out)
+
+
+def flip_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, fresh = grad_for_write(C, row, 0, True)
+    if ga == 0:
+        return K_OK
+    nd = T[row, R_ONDIM]
+    shape = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
+    strides = contiguous_strides(nd, shape)
+    off = _flip_layout(shape, strides, 0, T[row, R_IATTR])
+    g = row_grad_addr(C, row, 0)
+    n = out_numel(T, row)
+    if T[row, R_ODTYPE] == F32:
+        G = f32_at(g, n)
+        if fresh:
+            _gather(G, off, shape, strides, f32_at(ga, n))
+        else:
+            tmp = np.empty(n, np.float32)
+            _gather(G, off, shape, strides, tmp)
+            add_into(F32, ga, tmp.ctypes.data, n)
+    else:
+        G64 = f64_at(g, n)
+        if fresh:
+            _gather(G64, off, shape, strides, f64_at(ga, n))
+        else:
+            tmp64 = np.empty(n, np.float64)
+            _gather(G64, off, shape, strides, tmp64)
+            add_into(F64, ga, tmp64.ctypes.data, n)
+    return K_OK
+
+
 def _shape_op(name, grad_fn, fwd, bwd, nin=1, diff=(0,)):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin,
                           diff=diff))
@@ -404,6 +465,7 @@ _shape_op("permute", "PermuteBackward0", "permute_fwd", "permute_bwd")
 _shape_op("transpose", "TransposeBackward0", "permute_fwd", "permute_bwd")
 _shape_op("t", "TBackward0", "permute_fwd", "permute_bwd")
 _shape_op("expand", "ExpandBackward0", "expand_fwd", "expand_bwd")
+_shape_op("flip", "FlipBackward0", "flip_fwd", "flip_bwd")
 _shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd").multi_view = True
 for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0"),
                         ("alias", "AliasBackward0"), ("unsqueeze", "UnsqueezeBackward0"),
