@@ -160,3 +160,33 @@ def test_sums_of_permuted_views_walk_memory_in_order(dtype, perm):
         x.grad = None
         y.sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(a))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(16, 16), (40, 70), (97, 33)])
+def test_transposed_matrices_move_in_tiles_exactly(dtype, shape):
+    """A transposed matrix of at least 16 x 16 moves in 32 x 32 tiles (core.transposed_
+    tiles): the gradient of x.t() scattered into x (fresh, then added to an existing
+    .grad, with a scale from mean), a reshape copy of x.t(), and cat of transposed parts
+    (written into the output) and its backward; exact against NumPy, sizes off the tile
+    grid included."""
+    a = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal(shape[::-1]).astype(dtype)
+    x = tg.tensor(a, requires_grad=True)
+    (x.t() * tg.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), w.T)
+    (x.t() * tg.tensor(w)).sum().backward()             # added to the existing .grad
+    np.testing.assert_array_equal(x.grad.numpy(), w.T + w.T)
+    x.grad = None
+    x.t().mean().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(shape, 1 / a.size, dtype))
+    np.testing.assert_array_equal(x.t().reshape(-1).detach().numpy(), a.T.reshape(-1))
+    b = RNG.standard_normal(shape).astype(dtype)
+    y = tg.tensor(b, requires_grad=True)
+    c = tg.cat([x.t(), y.t()], 0)
+    np.testing.assert_array_equal(c.detach().numpy(), np.concatenate([a.T, b.T], 0))
+    x.grad = None
+    g = RNG.standard_normal(c.shape).astype(dtype)
+    (c * tg.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), g[:shape[1]].T)
+    np.testing.assert_array_equal(y.grad.numpy(), g[shape[1]:].T)

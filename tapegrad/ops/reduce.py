@@ -13,7 +13,7 @@ from .._engine.layout import (K_OK, MAXD, F32, F64, I64, M_DTYPE, M_NDIM, M_SHAP
 from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, outs_of, f32_at, f64_at, i64_at
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
-from .._engine.core import span, contiguous_strides
+from .._engine.core import span, contiguous_strides, transposed_tiles
 from .registry import OpDef, register
 from ._vmath import vsum, maxnum, minnum, pick
 
@@ -173,6 +173,13 @@ def _odometer(shape, sx, sy, X, Y, accumulate_into_y, scale):
     inner = shape[nd - 1]
     ix = sx[nd - 1]
     iy = sy[nd - 1]
+    if (nd == 2 and ix == 1 and sy[0] == 1 and iy > 1 and sx[0] > 1 and shape[0] >= 16
+            and inner >= 16):       # a transposition (the backward of x.t(), ...): tiles
+        if accumulate_into_y:       # Y[i + j * iy] += X[i * sx0 + j]: rows j of Y
+            transposed_tiles(Y, iy, X, sx[0], inner, shape[0], scale, True)
+        else:                       # X[i * sx0 + j] += Y[i + j * iy]
+            transposed_tiles(X, sx[0], Y, iy, shape[0], inner, scale, True)
+        return
     px = 0
     py = 0
     done = 0
