@@ -352,8 +352,11 @@ def _advanced(self, key):
         idx = _np_index(t)
         if idx.dtype != np.bool_ and idx.ndim >= 1 and shape:       # x[idx]: rows
             pos = _row_positions(shape, 0, idx)
-            return _take(self, "index", pos)
-    return _take(self, "index", _positions(shape, key))
+            return _take(self, "index", pos, t)
+    # (one saved index: with several index tensors, the first; one more input slot each
+    # would be needed for the others)
+    first = next((k for k in key if isinstance(k, Tensor)), None)
+    return _take(self, "index", _positions(shape, key), first)
 
 
 def _row_positions(shape, d, idx):
@@ -377,13 +380,17 @@ def _row_positions(shape, d, idx):
     return rows.reshape(tuple(shape[:d]) + idx.shape + tuple(shape[d + 1:]))
 
 
-def _take(t, opname, pos):
+def _take(t, opname, pos, index=None):
+    """t's elements at the positions pos; index: the user's index or mask tensor, which
+    the row saves (as PyTorch saves it) so that writing into it before the backward is
+    refused."""
     from ._promotion import from_array
     if not t.dtype.is_floating_point:
         return from_array(_numpy_view(t).reshape(-1)[pos] if t.is_contiguous()
                           else np.ascontiguousarray(_numpy_view(t)).reshape(-1)[pos])
     p = from_array(np.ascontiguousarray(pos, dtype=np.int64))
-    return _wrap(run(BY_NAME[opname], t._i, p._i))
+    c = index._i if isinstance(index, Tensor) else -1
+    return _wrap(run(BY_NAME[opname], t._i, p._i, c=c))
 
 
 def index_select(input, dim, index):
@@ -405,7 +412,7 @@ def index_select(input, dim, index):
     pos = _row_positions(shape, d, idx)
     if nd == 0:
         pos = pos.reshape(index.shape)
-    return _take(input, "index_select", pos)
+    return _take(input, "index_select", pos, index)
 
 
 def gather(input, dim, index):
@@ -438,7 +445,7 @@ def gather(input, dim, index):
             sh = [1] * nd
             sh[k] = ishape[k]
             pos = pos + np.arange(ishape[k], dtype=np.int64).reshape(sh) * cst[k]
-    return _take(input, "gather", pos)
+    return _take(input, "gather", pos, index)
 
 
 def _bool_mask(mask, fn):
@@ -452,7 +459,7 @@ def masked_select(input, mask):
     m = _bool_mask(mask, "masked_select")
     shape = np.broadcast_shapes(tuple(input.shape), m.shape)
     src = input if tuple(input.shape) == shape else input.expand(shape)
-    return _take(src, "masked_select", np.flatnonzero(np.broadcast_to(m, shape)))
+    return _take(src, "masked_select", np.flatnonzero(np.broadcast_to(m, shape)), mask)
 
 
 def masked_fill(input, mask, value, _inplace=False):

@@ -225,3 +225,56 @@ def test_saved_tensor_refusals_match_torch():
         return out
     assert prog(tg) == prog(torch)
     assert all(r == ("RuntimeError", VERSION) for r in prog(tg))
+
+
+INDEXING = {
+    "gather": (lambda L, x, i: x.gather(1, i), lambda L: L.tensor([[0], [1]]), "Long", "[2, 1]"),
+    "index_select": (lambda L, x, i: x.index_select(0, i), lambda L: L.tensor([1, 0]), "Long",
+                     "[2]"),
+    "x[idx]": (lambda L, x, i: x[i], lambda L: L.tensor([1, 0]), "Long", "[2]"),
+    "x[idx, idx]": (lambda L, x, i: x[i, i], lambda L: L.tensor([1, 0]), "Long", "[2]"),
+    "x[idx 2-d]": (lambda L, x, i: x[i], lambda L: L.tensor([[1, 0]]), "Long", "[1, 2]"),
+    "masked_select": (lambda L, x, m: x.masked_select(m),
+                      lambda L: L.tensor([[True, False], [False, True]]), "Bool", "[2, 2]"),
+    "x[mask]": (lambda L, x, m: x[m], lambda L: L.tensor([[True, False], [False, True]]),
+                "Bool", "[2, 2]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEXING))
+def test_an_index_written_after_the_op_is_refused_at_backward(name):
+    """gather, index_select, x[idx] and masked_select save the index or mask tensor, as
+    PyTorch does: writing into it before the backward is refused with the version
+    message (the kernels read positions Python made, so the gradient would still be
+    right; PyTorch refuses, so tapegrad does). Their next_functions hold the input only.
+    With several index tensors, the first is saved (one input slot is left)."""
+    f, make, kind, shape = INDEXING[name]
+    x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    i = make(tg)
+    y = f(tg, x, i)
+    assert len(y.grad_fn.next_functions) == 1
+    if i.dtype is tg.bool:
+        i[0, 0] = False
+    else:
+        i.add_(0)
+    with pytest.raises(RuntimeError) as e:
+        y.sum().backward()
+    assert str(e.value).startswith(f"{VERSION} operation: [tapegrad.{kind}Tensor {shape}] is "
+                                   "at version 1; expected version 0 instead.")
+
+
+@pytest.mark.parametrize("name", sorted(INDEXING))
+def test_index_refusals_match_pytorch(name):
+    torch = pytest.importorskip("torch")
+    f, make, kind, _ = INDEXING[name]
+    got = []
+    for L in (tg, torch):
+        x = L.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        i = make(L)
+        y = f(L, x, i)
+        if i.dtype == L.bool:
+            i[0, 0] = False
+        else:
+            i.add_(0)
+        got.append(outcome(lambda: y.sum().backward())[0])
+    assert got[0] == got[1]

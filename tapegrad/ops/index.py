@@ -398,11 +398,13 @@ def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None):
 
 for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSelectBackward0"),
                         ("gather", "GatherBackward0"), ("masked_select", "MaskedSelectBackward0")):
-    # (gather saves its input too, as PyTorch does, only to be version-checked)
-    _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 2, (0,),
-              {0: ("a", "b") if _name == "gather" else ("b",)})
+    # input 2: the user's index or mask tensor (when there is one), saved as PyTorch saves
+    # it, only to be version-checked (the kernels read the positions, input 1); gather
+    # saves its input too, as PyTorch does; next_functions: the input's alone, as PyTorch's
+    _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 3, (0,),
+              {0: ("a", "b", "c") if _name == "gather" else ("b", "c")}, edges=(0,))
 _index_op("index_rows", "IndexBackward0", "take_rows_fwd", "take_rows_bwd", 2, (0,),
-          {0: ("b",)})
+          {0: ("b",)}, edges=(0,))
 # (next_functions: self and the values, as PyTorch's; the positions are tapegrad's)
 _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
           {0: ("b",), 2: ("b",)}, edges=(0, 2))
