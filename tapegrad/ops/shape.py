@@ -6,7 +6,7 @@ attributes carry the target shape ([0] ndim, [1:] sizes), the permutation, or th
 """
 import numpy as np
 
-from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL,
+from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL,
                               M_FLAGS, M_ROW, M_OFF, M_SID, M_BASE, M_REFS, FL_REQ, FL_VIEW,
                               FL_VIEWLEAF, FL_PLAINVIEW, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE,
                               R_NIN, C_NOUTS)
@@ -14,7 +14,7 @@ from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of,
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1)
 from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
-                            _gather, gather_layout, make_output, grad_for_write, add_into)
+                            _gather, gather_layout, make_output, grad_for_write)
 from .reduce import input_grad, scatter_grad, numel, _odometer
 from .registry import OpDef, register, BY_NAME
 
@@ -436,22 +436,22 @@ def flip_bwd(caddr, row):
     g = row_grad_addr(C, row, 0)
     n = out_numel(T, row)
     if T[row, R_ODTYPE] == F32:
-        G = f32_at(g, n)
-        if fresh:
-            _gather(G, off, shape, strides, f32_at(ga, n))
-        else:
-            tmp = np.empty(n, np.float32)
-            _gather(G, off, shape, strides, tmp)
-            add_into(F32, ga, tmp.ctypes.data, n)
+        _gather_grad(f32_at(g, n), off, shape, strides, f32_at(ga, n), fresh)
     else:
-        G64 = f64_at(g, n)
-        if fresh:
-            _gather(G64, off, shape, strides, f64_at(ga, n))
-        else:
-            tmp64 = np.empty(n, np.float64)
-            _gather(G64, off, shape, strides, tmp64)
-            add_into(F64, ga, tmp64.ctypes.data, n)
+        _gather_grad(f64_at(g, n), off, shape, strides, f64_at(ga, n), fresh)
     return K_OK
+
+
+@jit
+def _gather_grad(G, off, shape, strides, GA, fresh):
+    """GA (a fresh buffer) = or (an existing one) += G gathered in the layout."""
+    if fresh:
+        _gather(G, off, shape, strides, GA)
+        return
+    tmp = np.empty_like(G)
+    _gather(G, off, shape, strides, tmp)
+    for j in range(GA.shape[0]):
+        GA[j] += tmp[j]
 
 
 def _shape_op(name, grad_fn, fwd, bwd, nin=1, diff=(0,)):
