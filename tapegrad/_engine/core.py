@@ -540,8 +540,9 @@ def _reversed_row(R, D, inner):
 def transposed_tiles(D, d0, S, s1, R, Cn, scale, add):
     """D[i * d0 + j] = S[i + j * s1] (add: += S[...] * scale) for i < R, j < Cn: a
     transposition, in 32 x 32 tiles whose rows stay in cache (each read a contiguous
-    piece of S). Row by row, every write or every read is a stride of a whole row:
-    x.t().contiguous() of 1000 x 1000 float32 took 1.4 ms this way ~0.8."""
+    piece of S). Row by row, every write or every read is a stride of a whole row: a
+    1000 x 1000 float32 transposition took 1.4 ms that way, 0.73-0.85 in tiles (the loop
+    alone)."""
     for j0 in range(0, Cn, 32):
         j1 = min(j0 + 32, Cn)
         for i0 in range(0, R, 32):
@@ -568,7 +569,7 @@ def _gather(src, off, shape, strides, dst):
     if (nd == 2 and strides[0] == 1 and strides[1] > 1 and shape[0] >= 16
             and shape[1] >= 16):    # a transposed matrix
         transposed_tiles(dst, shape[1], src[off:], strides[1], shape[0], shape[1],
-                         dst[0] * 0 + 1, False)
+                         dst[0] * 0 + 1, False)     # (a copy: the scale is not read)
         return
     idx = np.zeros(nd, np.int64)
     inner = shape[nd - 1]

@@ -33,7 +33,6 @@ import re
 
 from .._engine import layout as L
 from ..ops.registry import OPS, BY_NAME, OpDef, register, fill_opinfo
-from ..ops import linear as _linear  # noqa: F401 (registers mm_bias)
 from ..ops._codegen import _trig
 from .._engine.cache import kernel_cache
 
@@ -256,18 +255,19 @@ def fuse_bias(code, uses, defs, ret_slots):
         same_mode = code[k][7] & L.OPF_GRAD == code[k0][7] & L.OPF_GRAD
         return k if same_mode and not any(k0 < w < k for w in writes) else None
 
-    blocks, fused = {}, []
+    products = {code[j][10] for j, ins in enumerate(code) if _plain(ins, ("mm", "matmul"))}
+    blocks, fused, taken = {}, [], set()
     for j, ins in enumerate(code):
         if not _plain(ins, ("mm", "matmul")) or ins[3] < 0 or ins[4] < 0:
             continue
         t = ins[10]
         k = only_reader(t, j, ("add",))
-        if k is None or k in blocks:
+        if k is None or k in taken:
             continue
         a, b = code[k][3:5]
         bias = b if a == t else a
-        if bias < 0 or bias == t:
-            continue
+        if bias < 0 or bias in products:    # (x @ W1 + x @ W2: no bias; the other
+            continue                        # product may be fused away itself)
         members = [j, k]
         r = only_reader(code[k][10], k, ("relu",))
         if r is not None:
@@ -281,7 +281,8 @@ def fuse_bias(code, uses, defs, ret_slots):
                                sum((uses[m] for m in members), []),
                                sum((defs[m] for m in members), []), members)
         fused.append(tuple(OPS[code[m][2]].name for m in members))
-    drop = {m for *_, members in blocks.values() for m in members}
+        taken.update(members)
+    drop = taken
     out_code, out_uses, out_defs = [], [], []
     for k, ins in enumerate(code):
         if k in blocks:
