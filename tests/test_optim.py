@@ -826,7 +826,7 @@ def test_cold_start_tasks_cover_the_demo():
 def test_demo_starts_its_helper_unless_its_kernels_are_cached(tmp_path, monkeypatch):
     """The engine cached by another program is not a warm start: the demo's kernels would
     compile in one process. Only the op entry and cross entropy's kernels both cached
-    (the first and last of the demo's own tasks) skip the helper."""
+    (the first of the demo's own tasks and one of its helper's last) skip the helper."""
     from tapegrad import __main__ as demo_main
     from tapegrad._engine import cache
     engine_dir, ops_dir = tmp_path / "engine", tmp_path / "ops"

@@ -1127,17 +1127,15 @@ def _op(caddr, op, a, b, s, flags):
             elif requires_grad_through_base(M, ids[k]):
                 record = True       # (with no edge to it: nothing to save for it)
     if inplace:
-        st = _inplace_check(C, op, a, b, grad_on, record)
+        if C[C_INPLACE_FN] == 0 or (record and need & 1 and C[C_CLONE] == 0):
+            err_of(C)[0] = op
+            err_of(C)[1] = KSLOT_INPLACE if C[C_INPLACE_FN] == 0 else KSLOT_CLONE
+            return E_NEED_KERNEL
+        st = call_native_i4(C[C_INPLACE_FN], caddr, a, b,
+                            IP_CHECK | (IP_GRAD if grad_on else 0)
+                            | (IP_RECORD if record else 0) | (op << IP_OP_SHIFT))
         if st < 0:
             return st
-        if record and need & 1 and C[C_CLONE] == 0:
-            err_of(C)[0] = op
-            err_of(C)[1] = KSLOT_CLONE
-            return E_NEED_KERNEL
-        if record:
-            st = _views_ready(C, a)
-            if st < 0:
-                return st
     r = row_new(C)
     if need:            # the versions of what will be saved, before any in-place write
         for k in range(MAXIN):
@@ -1283,8 +1281,27 @@ def _op(caddr, op, a, b, s, flags):
         T[r, R_OSAVED] = al
         T[r, R_OVER] = version_of(C, al)
     if inplace and stor_of(C)[M[a, M_SID], S_HVIEWS] > 0:
-        _regen_views(C, a, r)
+        call_native_i4(C[C_INPLACE_FN], caddr, a, r, 0)
     return outs[0]
+
+
+@jit_native
+def inplace_entry(caddr, a, x, what):
+    """op_entry's in-place path, which it calls through C_INPLACE_FN: compiled into it,
+    these lines cost a second of every cold start, for programs that may never write in
+    place with the engine (the demo does not). what & IP_CHECK: before anything changes,
+    PyTorch's refusals for a write into a (x: the other operand, -1 for none) and, when
+    the op records (IP_RECORD), what re-deriving a's views will need. Else after the op
+    recorded row x: re-derive the views' histories (_regen_views)."""
+    C = ctx_of(caddr)
+    if not what & IP_CHECK:
+        _regen_views(C, a, x)
+        return 0
+    record = (what & IP_RECORD) != 0
+    st = _inplace_check(C, what >> IP_OP_SHIFT, a, x, (what & IP_GRAD) != 0, record)
+    if st < 0 or not record:
+        return st
+    return _views_ready(C, a)
 
 
 @jit

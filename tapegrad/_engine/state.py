@@ -297,6 +297,10 @@ class Engine:
             with kernel_cache(engine=True):
                 self.ctx[L.C_TANGENT] = native_address(
                     core.tangent_entry, "int64(int64, int64, int64, int64)")
+        elif code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_INPLACE:
+            with kernel_cache(engine=True):
+                self.ctx[L.C_INPLACE_FN] = native_address(
+                    core.inplace_entry, "int64(int64, int64, int64, int64)")
         elif code == L.E_NEED_KERNEL and self.err[1] >= L.KSLOT_ROWS:
             self._load_rows(int(self.err[0]), int(self.err[1]))
         elif code == L.E_NEED_KERNEL:
