@@ -485,7 +485,7 @@ def masked_fill(input, mask, value, _inplace=False):
         return from_array(a)
     mf = from_array(m.astype(input.dtype.np))
     flags = GRAD_MODE[0] | (L.OPF_INPLACE if _inplace else 0)
-    r = run(BY_NAME["masked_fill"], input._i, mf._i, float(value), flags=flags)
+    r = run(BY_NAME["masked_fill"], input._i, mf._i, float(value), flags=flags, c=mask._i)
     return input if _inplace else _wrap(r)
 
 

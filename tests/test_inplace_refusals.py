@@ -238,15 +238,21 @@ INDEXING = {
                       lambda L: L.tensor([[True, False], [False, True]]), "Bool", "[2, 2]"),
     "x[mask]": (lambda L, x, m: x[m], lambda L: L.tensor([[True, False], [False, True]]),
                 "Bool", "[2, 2]"),
+    "masked_fill": (lambda L, x, m: x.masked_fill(m, 0.5),
+                    lambda L: L.tensor([[True, False], [False, True]]), "Bool", "[2, 2]"),
+    "masked_fill broadcast": (lambda L, x, m: x.masked_fill(m, 0.5),
+                              lambda L: L.tensor([[True], [False]]), "Bool", "[2, 1]"),
+    "masked_fill_": (lambda L, x, m: (x * 1).masked_fill_(m, 0.5),
+                     lambda L: L.tensor([[True, False], [False, True]]), "Bool", "[2, 2]"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(INDEXING))
 def test_an_index_written_after_the_op_is_refused_at_backward(name):
-    """gather, index_select, x[idx] and masked_select save the index or mask tensor, as
-    PyTorch does: writing into it before the backward is refused with the version
-    message (the kernels read positions Python made, so the gradient would still be
-    right; PyTorch refuses, so tapegrad does). Their next_functions hold the input only.
+    """gather, index_select, x[idx], masked_select and masked_fill save the index or
+    mask tensor, as PyTorch does: writing into it before the backward is refused with the
+    version message (the kernels read positions or a 0/1 copy Python made, so the
+    gradient would still be right; PyTorch refuses, so tapegrad does). Their next_functions hold the input only.
     With several index tensors, the first is saved (one input slot is left)."""
     f, make, kind, shape = INDEXING[name]
     x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)

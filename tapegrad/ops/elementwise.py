@@ -143,6 +143,11 @@ binary("remainder_tensor", "RemainderBackward1", _REMAINDER, "g", "-g * floor(a 
 binary("logaddexp", "LogaddexpBackward0",
        "a if (a == b and (a - a) != (a - a)) else max(a, b) + log1p(exp(-abs(a - b)))",
        "g / (one + exp(b - a))", "g / (one + exp(a - b))")
-# b is the mask as 0/1 in the operands' dtype, s the fill value
-binary("masked_fill", "MaskedFillBackward0", "s if b != zero else a",
-       "zero if b != zero else g", None)
+# b is the mask as 0/1 in the operands' dtype, s the fill value; input 2, the user's bool
+# mask, is saved as PyTorch saves it, only to be version-checked (the loops read b), and
+# next_functions holds input 0 alone, as PyTorch's
+_masked_fill = binary("masked_fill", "MaskedFillBackward0", "s if b != zero else a",
+                      "zero if b != zero else g", None)
+_masked_fill.nin = 3
+_masked_fill.saves_if[0] |= {"c"}
+_masked_fill.edges = (0,)
