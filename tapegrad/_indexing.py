@@ -353,10 +353,17 @@ def _advanced(self, key):
         if idx.dtype != np.bool_ and idx.ndim >= 1 and shape:       # x[idx]: rows
             pos = _row_positions(shape, 0, idx)
             return _take(self, "index", pos, t)
-    # (one saved index: with several index tensors, the first; one more input slot each
-    # would be needed for the others)
-    first = next((k for k in key if isinstance(k, Tensor)), None)
-    return _take(self, "index", _positions(shape, key), first)
+    # the first index tensor is the row's third input; a second one counts versions for
+    # the saved positions (input 1: made here, never seen by the user), so a write into
+    # either is refused; one more input slot each would be needed for a third and more
+    tensors = [k for k in key if isinstance(k, Tensor)]
+    out = _take(self, "index", _positions(shape, key), tensors[0] if tensors else None)
+    if len(tensors) > 1 and tensors[1] is not tensors[0]:
+        r = int(E.meta[out._i, L.M_ROW])
+        if r >= 0:
+            _saved_counts_with(r, L.R_IN + L.IW + L.IN_SAVED, L.R_IN + L.IW + L.IN_VER,
+                               tensors[1])
+    return out
 
 
 def _row_positions(shape, d, idx):
@@ -607,14 +614,21 @@ def _saved_result_is_the_view(out, view):
     into the base makes the backward refuse it. So the saved result counts versions with
     the view's counter, from the version the write left."""
     r = int(E.meta[out._i, L.M_ROW])
-    saved = int(E.tape[r, L.R_OSAVED]) if r >= 0 else -1
+    if r >= 0:
+        _saved_counts_with(r, L.R_OSAVED, L.R_OVER, view)
+
+
+def _saved_counts_with(r, saved_col, version_col, t):
+    """The tensor row r saved in column saved_col (if any) counts versions with t's
+    counter from t's version now, so that a write into t makes the backward refuse it."""
+    saved = int(E.tape[r, saved_col])
     if saved < 0:
         return
-    vs = int(E.meta[view._i, L.M_VSID])
+    vs = int(E.meta[t._i, L.M_VSID])
     if E.meta[saved, L.M_VSID] != vs:
         E.meta[saved, L.M_VSID] = vs
         E.stor[vs, L.S_REFS] += 1           # (dropped with the alias)
-    E.tape[r, L.R_OVER] = E.stor[vs, L.S_VERSION]
+    E.tape[r, version_col] = E.stor[vs, L.S_VERSION]
 
 
 def index_put_(self, indices, values, accumulate=False):

@@ -233,6 +233,12 @@ INDEXING = {
                      "[2]"),
     "x[idx]": (lambda L, x, i: x[i], lambda L: L.tensor([1, 0]), "Long", "[2]"),
     "x[idx, idx]": (lambda L, x, i: x[i, i], lambda L: L.tensor([1, 0]), "Long", "[2]"),
+    "x[idx, j]": (lambda L, x, i: x[i, L.tensor([0, 1])], lambda L: L.tensor([1, 0]), "Long",
+                  "[2]"),
+    "x[j, idx]": (lambda L, x, i: x[L.tensor([0, 1]), i], lambda L: L.tensor([1, 0]), "Long",
+                  "[2]"),
+    "x[j, idx] 2-d": (lambda L, x, i: x[L.tensor([[0], [1]]), i],
+                      lambda L: L.tensor([[1, 0], [0, 1]]), "Long", "[2, 2]"),
     "x[idx 2-d]": (lambda L, x, i: x[i], lambda L: L.tensor([[1, 0]]), "Long", "[1, 2]"),
     "masked_select": (lambda L, x, m: x.masked_select(m),
                       lambda L: L.tensor([[True, False], [False, True]]), "Bool", "[2, 2]"),
@@ -252,8 +258,10 @@ def test_an_index_written_after_the_op_is_refused_at_backward(name):
     """gather, index_select, x[idx], masked_select and masked_fill save the index or
     mask tensor, as PyTorch does: writing into it before the backward is refused with the
     version message (the kernels read positions or a 0/1 copy Python made, so the
-    gradient would still be right; PyTorch refuses, so tapegrad does). Their next_functions hold the input only.
-    With several index tensors, the first is saved (one input slot is left)."""
+    gradient would still be right; PyTorch refuses, so tapegrad does). Their
+    next_functions hold the input only.
+    With several index tensors, the first two are version-checked (the second through
+    the saved positions, which count versions with its counter)."""
     f, make, kind, shape = INDEXING[name]
     x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     i = make(tg)
