@@ -96,12 +96,12 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
 # engine functions both halves call compile once: this process starts with op_entry,
 # whose callees the sweep shares, while the helper compiles Adam and linear, which need
 # few of them, then the sweep, which by then loads those callees from the cache (3 s
-# less than compiling them again). This process's share is about 2.5 s smaller (13.5
-# of 29 s measured): it imports PyTorch and makes its first Adam meanwhile
-# (_prepare_peer), which would otherwise follow the compiling; the helper starts a
-# second later (after this process's import).
-_MAIN_TASKS = ("op_entry", "replay", "op:tanh")
-_HELPER_TASKS = ("optim:adam", "op:linear", "sweep", "op:cross_entropy_plain", "eager")
+# less than compiling them again). This process's share is about 2 s smaller (12.7 s
+# against 14.5 measured): it imports PyTorch and makes its first Adam meanwhile
+# (_prepare_peer, 2.3 s), which would otherwise follow the compiling; the helper starts
+# a second later (after this process's import).
+_MAIN_TASKS = ("op_entry", "replay", "op:tanh", "eager")
+_HELPER_TASKS = ("optim:adam", "op:linear", "sweep", "op:cross_entropy_plain")
 _EAGER_ENTRIES = ("drain_queue", "contiguous_id", "adopt", "bump_version_id")
 
 
@@ -151,7 +151,7 @@ def _compile_task(task):
                 _entry(getattr(core, name), _ENTRY_SIGS[name])
             core.incref_meta.compile("int64(int64, int64)")
     elif task == "replay":
-        _compile_replay()
+        _compile_replay(demo=True)
     elif task.startswith("op:"):
         from tapegrad.ops.registry import BY_NAME
         BY_NAME[task[3:]].kernels(0)
@@ -191,7 +191,7 @@ def demo(steps=1000, n=512, lr=0.01, eager=False):
             _prepare_peer()
         helper.wait()
     engine().compile_core()     # (cold: the sweep comes from the cache the helper filled)
-    _compile_replay()
+    _compile_replay(demo=True)
     t_ready = time.perf_counter() - t0
     X, Y = spirals(n)
     tg.manual_seed(0)
@@ -231,15 +231,18 @@ def demo(steps=1000, n=512, lr=0.01, eager=False):
     return 0
 
 
-def _compile_replay():
-    """The compiled replay's executor (a few seconds cold)."""
+def _compile_replay(demo=False):
+    """The compiled replay's executor (a few seconds cold) and the small engine entries
+    it calls: all of them, or (demo) those the demo calls: its step calls release_id,
+    and making its model calls new_tensor and detach (as eager entries, which the same
+    compiled code serves)."""
     from tapegrad._engine.cache import kernel_cache
     from tapegrad._engine.state import native_entry
     with kernel_cache():
         from tapegrad.replay import _run
     native_entry(_run.run, _run.RUN_SIG)
     from tapegrad.replay.plan import small_natives
-    small_natives()
+    small_natives({_run.H_RELEASE, _run.H_NEW, _run.H_DETACH} if demo else None)
 
 
 def model_init(tg, lr):

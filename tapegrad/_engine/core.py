@@ -1543,6 +1543,17 @@ def _push_ready_inputs(T, r, stack, ns):
     return ns
 
 
+@jit_native
+def prune_entry(caddr, nm):
+    """_prune_to_captures over the sweep's marked rows, for sweep, which calls it through
+    C_PRUNE_FN: compiled into it, these lines cost a cold start's backward() for what
+    only autograd.grad needs."""
+    C = ctx_of(caddr)
+    cap = C[C_SW_CAP]
+    B = i64_at(C[C_SW_BUF], 4 * cap)
+    return _prune_to_captures(C, B[3 * cap:4 * cap], B[0:cap], nm)
+
+
 @jit
 def _prune_to_captures(C, rows, stack, nm):
     """autograd.grad: keep only the marked rows on a path to a captured tensor, as
@@ -1601,6 +1612,9 @@ def sweep(caddr, nroots, ncap, mode, retain):
     rows reachable from the roots, checks versions and freed buffers before touching
     anything, then runs the rows in dependency order (each after all its consumers)."""
     C = ctx_of(caddr)
+    if mode == MODE_GRAD and C[C_PRUNE_FN] == 0:
+        err_of(C)[1] = KSLOT_PRUNE
+        return E_NEED_KERNEL
     drain(C)
     M = meta_of(C)
     T = tape_of(C)
@@ -1643,7 +1657,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
             r = M[I[2 * nroots + i], M_ROW]
             if r >= 0 and T[r, R_STATE] & RS_MARK:
                 T[r, R_STATE] |= RS_NORUN       # captured at (until found needed)
-        nm = _prune_to_captures(C, rows, stack, nm)
+        nm = call_native_i2(C[C_PRUNE_FN], caddr, nm)
     # every check before any gradient is written: room for a gradient buffer per row and
     # per leaf edge, kernels present, saved tensors intact
     need = nroots + ncap + 8

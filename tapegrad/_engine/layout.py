@@ -150,6 +150,7 @@ C_NSPLIT = 20                 # loops split so far (a counter the tests read)
 C_TANGENT = 48                # address of tangent_entry, compiled when a fused op first runs
 C_OUTS_SOLO = 49              # address of outs_solo[] (C_OUTS_CAP long, see OPF_SOLO)
 C_AS_STRIDED = 50             # opcode of as_strided: the row a view's history is re-derived as
+C_PRUNE_FN = 53               # address of prune_entry, compiled when autograd.grad first runs
 C_INPLACE_FN = 52             # address of inplace_entry, compiled when an op first writes in place
 C_WANT_ROWS = 51              # table index + 1 of a row-broadcast kernel an op wanted and found
                               #   unloaded (it ran the strided loop): the next op asks Python
@@ -199,6 +200,7 @@ KSLOT_ROWS = 2   # a binary elementwise op's loops for an operand broadcast alon
 KSLOT_CLONE = -1  # E_NEED_KERNEL with err[1] == this: compile clone_entry (see C_CLONE)
 KSLOT_TANGENT = -2  # ... tangent_entry (see C_TANGENT)
 KSLOT_INPLACE = -3  # ... inplace_entry (see C_INPLACE_FN)
+KSLOT_PRUNE = -4  # ... prune_entry (see C_PRUNE_FN)
 IP_CHECK, IP_GRAD, IP_RECORD, IP_OP_SHIFT = 1, 2, 4, 3    # inplace_entry's what
 
 # op_entry flags

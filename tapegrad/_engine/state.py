@@ -301,6 +301,9 @@ class Engine:
             with kernel_cache(engine=True):
                 self.ctx[L.C_INPLACE_FN] = native_address(
                     core.inplace_entry, "int64(int64, int64, int64, int64)")
+        elif code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_PRUNE:
+            with kernel_cache(engine=True):
+                self.ctx[L.C_PRUNE_FN] = native_address(core.prune_entry, "int64(int64, int64)")
         elif code == L.E_NEED_KERNEL and self.err[1] >= L.KSLOT_ROWS:
             self._load_rows(int(self.err[0]), int(self.err[1]))
         elif code == L.E_NEED_KERNEL:

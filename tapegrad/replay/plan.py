@@ -266,16 +266,35 @@ class GuardMiss(Exception):
     """The arguments are not the ones the plan was recorded for; nothing ran."""
 
 
-def small_natives():
-    """The addresses of the engine entries the executor calls besides op_entry and sweep
-    (compiled on first use: a cold start compiles them with the executor)."""
+def small_natives(which=None):
+    """The addresses of the engine entries the executor calls besides op_entry and sweep,
+    those in which (default all): H_* -> address. Each compiles on first use, when a
+    program first has an instruction that calls it (_natives_needed): a cold start
+    compiles only the ones its steps need."""
+    entries = {X.H_RELEASE: (core.release_id, _ENTRY_SIGS["release_id"]),
+               X.H_DETACH: (core.detach, _ENTRY_SIGS["detach"]),
+               X.H_DATA: (core.data_alias, _ENTRY_SIGS["data_alias"]),
+               X.H_NEW: (core.new_tensor, _ENTRY_SIGS["new_tensor"]),
+               X.H_FILL: (random.fill_dropout, random.FILL_SIG)}
     with kernel_cache(engine=True):
-        return {h: native_address(fn, sig) for h, fn, sig in (
-            (X.H_RELEASE, core.release_id, _ENTRY_SIGS["release_id"]),
-            (X.H_DETACH, core.detach, _ENTRY_SIGS["detach"]),
-            (X.H_DATA, core.data_alias, _ENTRY_SIGS["data_alias"]),
-            (X.H_NEW, core.new_tensor, _ENTRY_SIGS["new_tensor"]),
-            (X.H_FILL, random.fill_dropout, random.FILL_SIG))}
+        return {h: native_address(*entries[h]) for h in entries
+                if which is None or h in which}
+
+
+def _natives_needed(prog):
+    """The small natives (H_*) the instructions of prog call."""
+    need = set()
+    pc = 0
+    while pc < len(prog):
+        code = int(prog[pc])
+        if code in (X.I_FREE, X.I_GRADNONE):
+            need.add(X.H_RELEASE)
+        elif code == X.I_ALIAS:
+            need.add(X.H_DATA if prog[pc + 2] else X.H_DETACH)
+        elif code == X.I_RAND:
+            need.update((X.H_NEW, X.H_FILL))
+        pc += int(prog[pc + 1])
+    return need
 
 
 class Runner:
@@ -288,7 +307,7 @@ class Runner:
         with kernel_cache(engine=True):
             natives = {X.H_OPFN: native_address(core.op_entry, _OP_SIG),
                        X.H_SWEEPFN: native_address(core.sweep, _SWEEP_SIG)}
-        natives.update(small_natives())
+        natives.update(small_natives(_natives_needed(program.prog)))
         self.run = native_entry(X.run, X.RUN_SIG)
         self.H = np.zeros(X.HW, np.int64)
         self.state = np.zeros(4, np.int64)
