@@ -44,7 +44,7 @@ from tapegrad._engine.threads import part_range, operand_f32, operand_f64
 
 
 def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
-             in_place=False):
+             in_place=False, flags=(), cases=None):
     """Source of a loop over an nd index space: flat when every operand is contiguous
     (always so for a 0-d index space); otherwise an odometer over the outer dims around an
     inner loop, which has a unit-stride copy (vectorisable; unit_body None: none) for when
@@ -53,7 +53,10 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
     operand A (an in-place op) writes A itself: with O and A two arrays over the same
     memory, LLVM's overlap check sends the loop to its scalar version (a.sub_(b) on 64k
     float32 took 24 us, NumPy's in-place subtract 8). Where an operand is broadcast along
-    the inner dim, a binary op's engine runs its _rows_loop kernels instead, once loaded."""
+    the inner dim, a binary op's engine runs its _rows_loop kernels instead, once loaded.
+    flags: the k of the flags w<k> that guard a backward's gradient stores; the flat and
+    unit-stride loops get one copy per case (_unswitched; cases: which, default every
+    combination), and the scalar-b loops, whose b takes no gradient, are guarded by w0."""
     i1, i2, i3, i4 = indent, indent * 2, indent * 3, indent * 4
     lines = []
     if in_place:
@@ -70,10 +73,9 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
         scalar_body = [x for x in flat_body if x.strip() != "b = B[i]"]
         lines += [f"{i1}if flat and bscal:",
                   f"{i2}b = B[0]"]
-        lines += _scalar_b_loops(scalar_body, i2)
-    lines += [f"{i1}if flat or nd == 0:",
-              f"{i2}for i in range(n):"]
-    lines += [f"{i3}{x}" for x in flat_body]
+        lines += _scalar_b_loops(scalar_body, i2, flags[:1])
+    lines += [f"{i1}if flat or nd == 0:"]
+    lines += _unswitched(flat_body, flags, i2, "for i in range(n):", cases)
     lines += [f"{i2}return",
               f"{i1}if n == 0:",
               f"{i2}return",
@@ -91,8 +93,7 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
         # and emits no wraparound check, so the loop vectorises (5x faster on a broadcast
         # add)
         lines += [f"{i3}{x}u = {x}[p{x}:p{x} + inner]" for x in operands]
-        lines += [f"{i3}for j in range(inner):"]
-        lines += [f"{i4}{x}" for x in unit_body]
+        lines += _unswitched(unit_body, flags, i3, cases=cases)
         lines += [f"{i2}else:",
                   f"{i3}for j in range(inner):"]
         lines += [f"{i4}{x}" for x in body]
@@ -147,12 +148,13 @@ def _statements(body):
     return out
 
 
-def _scalar_b_loops(body, indent):
+def _scalar_b_loops(body, indent, flags=()):
     """The flat loops over body for a scalar b (read into b before them): one loop per
     constant c that body tests `b == c` against, with those tests resolved, then the loop
     for any other b, then return. LLVM unswitched pow's forward chain of six such tests
     but not its backward's eight, and a test left in the loop stops it from vectorising
-    (x ** -1 forward and backward, 1000 x 1000 float32: 10.6 ms, 0.6 this way)."""
+    (x ** -1 forward and backward, 1000 x 1000 float32: 10.6 ms, 0.6 this way). flags: as
+    _unswitched's (b, a scalar, has no gradient: (0,) or none)."""
     stmts = _statements(body)
     cases = {}
     for ind, st in stmts:
@@ -166,11 +168,9 @@ def _scalar_b_loops(body, indent):
         inner = indent if value is None else indent + "    "
         if value is not None:
             lines.append(f"{indent}if b == {src}:")
-        lines.append(f"{inner}for i in range(n):")
-        for ind, st in stmts:
-            text = st if ind is None else ind + ast.unparse(_Resolve(value).visit(
-                ast.parse(ast.unparse(st)).body[0]))
-            lines.append(f"{inner}    {text}")
+        loop = [st if ind is None else ind + ast.unparse(_Resolve(value).visit(
+            ast.parse(ast.unparse(st)).body[0])) for ind, st in stmts]
+        lines += _unswitched(loop, flags, inner, "for i in range(n):")
         lines.append(f"{inner}return")
     return lines
 
@@ -192,18 +192,23 @@ def _next_row(operands, i2, i3):
     return lines
 
 
-def _unswitched(body, ks, indent):
-    """`for j in range(inner):` over body, one copy per case of the flags w<k> (k in ks)
-    the body tests, without the tests: a store under a flag keeps the loop from
-    vectorising (a (64, 512) broadcast sub's backward: 57 us, 26 unswitched)."""
+def _unswitched(body, ks, indent, loop="for j in range(inner):", cases=None):
+    """loop over body, one copy per case of the flags w<k> (k in ks) the body tests
+    (cases: which, default every combination with one set), without the tests: a store
+    under a flag keeps the loop from vectorising (a (64, 512) broadcast sub's backward:
+    57 us, 26 unswitched; a flat mul's, (256, 1000) float32: 152 us, 48 unswitched). Lines
+    under a flag no case sets are dropped."""
     ks = [k for k in ks if f"if w{k}:" in body]
     if not ks:
-        return [f"{indent}for j in range(inner):"] + [f"{indent}    {x}" for x in body]
-    cases = [(0, 1), (0,), (1,)] if len(ks) == 2 else [tuple(ks)]
+        return [f"{indent}{loop}"] + [f"{indent}    {x}" for x in body]
+    if cases is None:
+        cases = [(0, 1), (0,), (1,)] if len(ks) == 2 else [tuple(ks)]
+    cases = list(dict.fromkeys(c for c in (tuple(k for k in c if k in ks) for c in cases)
+                               if c))
     lines = []
     for i, on in enumerate(cases):
         lines.append(f"{indent}{'elif' if i else 'if'} {' and '.join(f'w{k}' for k in on)}:")
-        lines.append(f"{indent}    for j in range(inner):")
+        lines.append(f"{indent}    {loop}")
         keep = True
         for x in body:
             if x.startswith("if w"):
@@ -328,7 +333,7 @@ def _source(op):
         src.append("")
     src.append("@jit")
     src.append(f"def _bwd_loop({bargs}):")
-    src += _nd_loop(ops_b, body, fbody, ubody)
+    src += _nd_loop(ops_b, body, fbody, ubody, flags=(0, 1) if binary else (0,))
     src.append("")
 
     # ---- C entry points, one per (direction, dtype): unpack the descriptor (_entry), run
@@ -517,7 +522,8 @@ def _fused_source(op):
                        "nd, n, flat):")
             src += [f"    {x}" for x in cdefs]
             src += _nd_loop(ops_b, bbody("s", guarded), bbody("f", guarded),
-                            bbody("u", guarded), scalar_b=False)
+                            bbody("u", guarded), scalar_b=False, flags=diff if guarded else (),
+                            cases=[(0,), (1,)])
             src.append("")
 
     for ty, cast in (("f32", "np.float32"), ("f64", "np.float64")):
