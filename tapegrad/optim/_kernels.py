@@ -135,21 +135,27 @@ def sgd_step(caddr, ids, h):
 @jit
 def _adam(P, G, EA, EAS, MX, w1, b2, w2, eps, wd, amsgrad, maximize, decoupled, step_size,
           bc2_sqrt, decay):
-    """w1 = 1 - beta1, w2 = 1 - beta2 (in double, then rounded, as PyTorch's scalars)."""
+    """w1 = 1 - beta1, w2 = 1 - beta2 (in double, then rounded, as PyTorch's scalars).
+    Each element's values stay in locals, stored once: with AdamW's decay stored into P[j]
+    under its flag (and the moments read back from memory), plain Adam's loop did not
+    vectorise (1M float32: 0.98 ms, 0.51 this way; PyTorch's fused Adam 0.58)."""
     for j in range(P.shape[0]):
         g = -G[j] if maximize else G[j]
+        p = P[j]
         if decoupled:
-            P[j] = P[j] * decay
+            p = p * decay
         elif wd != 0:
-            g = g + wd * P[j]
-        EA[j] = EA[j] + w1 * (g - EA[j])
-        EAS[j] = EAS[j] * b2 + w2 * g * g
+            g = g + wd * p
+        ea = EA[j] + w1 * (g - EA[j])
+        eas = EAS[j] * b2 + w2 * g * g
+        EA[j] = ea
+        EAS[j] = eas
         if amsgrad:
-            MX[j] = max(MX[j], EAS[j])
+            MX[j] = max(MX[j], eas)
             denom = np.sqrt(MX[j]) / bc2_sqrt + eps
         else:
-            denom = np.sqrt(EAS[j]) / bc2_sqrt + eps
-        P[j] = P[j] + (-step_size) * EA[j] / denom
+            denom = np.sqrt(eas) / bc2_sqrt + eps
+        P[j] = p + (-step_size) * ea / denom
 
 
 @jit
