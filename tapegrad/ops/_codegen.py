@@ -196,7 +196,7 @@ def _unswitched(body, ks, indent, loop="for j in range(inner):", cases=None):
     """loop over body, one copy per case of the flags w<k> (k in ks) the body tests
     (cases: which, default every combination with one set), without the tests: a store
     under a flag keeps the loop from vectorising (a (64, 512) broadcast sub's backward:
-    57 us, 26 unswitched; a flat mul's, (256, 1000) float32: 152 us, 48 unswitched). Lines
+    57 us, 26 unswitched; a flat mul's, (256, 1000) float32: 152 us, 43 unswitched). Lines
     under a flag no case sets are dropped."""
     ks = [k for k in ks if f"if w{k}:" in body]
     if not ks:

@@ -818,20 +818,13 @@ def _layer_norm_rows(X, Y, W, B, N, D, eps):
         R = X[r * D:(r + 1) * D]
         O = Y[r * D:(r + 1) * D]
         mean, rstd = _row_stats(R, eps)
-        # one loop per case, no test inside: a test in the loop kept it from vectorising
-        # ((256, 1000) float32: 206 us forward, PyTorch's 151)
-        if W.shape[0] and B.shape[0]:
-            for j in range(D):
-                O[j] = (np.float64(R[j]) - mean) * rstd * W[j] + B[j]
-        elif W.shape[0]:
-            for j in range(D):
-                O[j] = (np.float64(R[j]) - mean) * rstd * W[j]
-        elif B.shape[0]:
-            for j in range(D):
-                O[j] = (np.float64(R[j]) - mean) * rstd + B[j]
-        else:
-            for j in range(D):
-                O[j] = (np.float64(R[j]) - mean) * rstd
+        for j in range(D):
+            v = (np.float64(R[j]) - mean) * rstd
+            if W.shape[0]:
+                v = v * W[j]
+            if B.shape[0]:
+                v = v + B[j]
+            O[j] = v
 
 
 @jit
@@ -853,12 +846,7 @@ def _layer_norm_grads(X, G, W, GX, GW, GB, N, D, eps):
         mean, rstd = _row_stats(R, eps)
         for j in range(D):
             H[j] = (np.float64(R[j]) - mean) * rstd
-        if W.shape[0]:
-            for j in range(D):
-                Gw[j] = Gr[j] * W[j]
-        else:
-            for j in range(D):
-                Gw[j] = Gr[j]
+            Gw[j] = Gr[j] * W[j] if W.shape[0] else np.float64(Gr[j])
         if GX.shape[0]:
             a = vsum(Gw, 0.0) / D
             b = vdot(Gw, H, 0.0) / D
