@@ -5,6 +5,7 @@ table can grow (Python reallocates it and updates ctx) without recompiling anyth
 per-op kernels compiled on first use are called through a table of addresses.
 """
 from llvmlite import ir, binding as llvm
+from . import compile_speed  # noqa: F401  (before anything compiles)
 from numba import njit, types, carray
 from numba.core import cgutils, codegen as numba_codegen, compiler as numba_compiler
 from numba.core.extending import intrinsic
