@@ -96,8 +96,9 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
 # engine functions both halves call compile once: this process starts with op_entry,
 # whose callees the sweep shares, while the helper compiles Adam and linear, which need
 # few of them, then the sweep, which by then loads those callees from the cache (3 s
-# less than compiling them again). This process's share is about 2 s smaller (12.7 s
-# against 14.5 measured): it imports PyTorch and makes its first Adam meanwhile
+# less than compiling them again). This process's share is about 2-3 s smaller (12.7 s
+# against 14.5 measured; the helper ended 2.9-3.3 s after it in three cold demos with
+# compile_speed's shortcuts): it imports PyTorch and makes its first Adam meanwhile
 # (_prepare_peer, 2.3 s), which would otherwise follow the compiling; the helper starts
 # a second later (after this process's import).
 _MAIN_TASKS = ("op_entry", "replay", "op:tanh", "eager")
