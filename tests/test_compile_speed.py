@@ -1,5 +1,6 @@
 """The shortcuts through Numba's compile-time overhead (tapegrad._engine.compile_speed)
 give Numba's own answers."""
+import json
 import os
 import subprocess
 import sys
@@ -111,10 +112,100 @@ def test_the_memo_returns_numbas_signature():
 def test_setting_the_variable_to_0_leaves_numba_unchanged(setting):
     code = ("import tapegrad\nfrom numba.core import targetconfig, errors\n"
             "from numba.core.types.functions import BaseFunction\n"
+            "from numba.core.caching import Cache\n"
             "print(targetconfig.TargetConfig.__eq__.__module__, "
-            "BaseFunction.get_call_type.__module__, errors.ColorShell.__module__)")
+            "BaseFunction.get_call_type.__module__, errors.ColorShell.__module__, "
+            "Cache.load_overload.__module__)")
     env = dict(os.environ, TAPEGRAD_NUMBA_SHORTCUTS=setting)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
-    numba_own = ["numba.core.targetconfig", "numba.core.types.functions", "numba.core.errors"]
-    assert out == (["tapegrad._engine.compile_speed"] * 3 if setting == "1" else numba_own)
+    numba_own = ["numba.core.targetconfig", "numba.core.types.functions", "numba.core.errors",
+                 "numba.core.caching"]
+    assert out == (["tapegrad._engine.compile_speed"] * 4 if setting == "1" else numba_own)
+
+
+# Imported only by a full refresh of Numba's CPU target (its load_additional_registries):
+# absent, the cached functions were loaded without one.
+_FULL_REFRESH_ONLY = "numba.np.polynomial.polynomial_core"
+
+_USER_KERNELS = """
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def mixed(a, b, word):
+    seen = {}
+    for i in range(a.shape[0]):
+        seen[(i % 3, i % 2)] = a[i]             # tuple hashing
+    total = 0.0
+    for k, v in seen.items():
+        total += v * (k[0] + 1)
+    return total + np.dot(a, b) + np.sum(a), hash(word)   # BLAS ddot; str hashing
+"""
+
+_LOAD_THEN_COMPILE = """
+import json, sys
+import numpy as np
+import tapegrad
+import user_kernels
+from numba import njit
+a = np.arange(1.0, 8.0)
+b = np.linspace(-1.0, 2.0, 7)
+value, word_hash = user_kernels.mixed(a, b, "tapegrad")
+loaded = user_kernels.mixed.stats.cache_hits
+light = %r not in sys.modules
+
+@njit
+def fresh(x):                                   # compiles: Numba refreshes in full first
+    return np.cumsum(x)[-1] + np.linalg.norm(x)
+
+print(json.dumps(dict(value=value, hash_ok=word_hash == hash("tapegrad"),
+                      loaded=sum(loaded.values()), light=light, fresh=fresh(a))))
+""" % _FULL_REFRESH_ONLY
+
+
+def test_a_cached_function_loads_without_the_registries_and_runs(tmp_path):
+    """A user's cached function with a dict of tuples, str hashing (the hash secrets'
+    symbols), np.dot (BLAS through SciPy, found at run time) and np.sum: loaded in a
+    fresh process through the light path, it gives the values it gave when compiled, and
+    a function compiled afterwards still finds every implementation."""
+    (tmp_path / "user_kernels.py").write_text(_USER_KERNELS)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    compile_first = ("import numpy as np, user_kernels; "
+                     "print(user_kernels.mixed(np.arange(1.0, 8.0), "
+                     "np.linspace(-1.0, 2.0, 7), 'tapegrad')[0])")
+    subprocess.run([sys.executable, "-c", compile_first], env=env, check=True,
+                   capture_output=True, cwd=tmp_path)
+    out = subprocess.run([sys.executable, "-c", _LOAD_THEN_COMPILE], env=env, check=True,
+                         capture_output=True, text=True, cwd=tmp_path).stdout
+    got = json.loads(out)
+    a, b = np.arange(1.0, 8.0), np.linspace(-1.0, 2.0, 7)
+    last = {(i % 3, i % 2): a[i] for i in range(7)}
+    expect = sum(v * (k[0] + 1) for k, v in last.items()) + a @ b + a.sum()
+    assert got["loaded"] == 1 and got["light"] is True
+    assert got["value"] == pytest.approx(expect, rel=1e-15) and got["hash_ok"] is True
+    assert got["fresh"] == pytest.approx(a.sum() + np.linalg.norm(a), rel=1e-15)
+
+
+def test_a_warm_training_step_imports_none_of_numbas_registries():
+    """tapegrad's kernels use no overload whose cache entry imports numba.np.arraymath
+    (np.iinfo, an array's .sum() do: arraymath then imports SciPy's linalg to look for a
+    BLAS, 0.3-0.4 s of a warm start), and load without a full refresh."""
+    code = ("import sys, numpy as np, tapegrad as tg\n"
+            "from tapegrad import nn, optim\n"
+            "x = tg.ones(3, requires_grad=True); (x * x).sum().backward()\n"
+            "model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))\n"
+            "opt = optim.Adam(model.parameters(), lr=1e-2)\n"
+            "X = tg.tensor(np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4))\n"
+            "F, t, out = nn.functional, tg.tensor(np.arange(5) %% 3), model(X)\n"
+            "loss = (F.cross_entropy(out, t) + F.nll_loss(F.log_softmax(out, dim=1), t)\n"
+            "        + F.mse_loss(out, tg.zeros(5, 3)))\n"
+            "opt.zero_grad(); loss.backward(); opt.step()\n"
+            "print(x.grad.tolist(), 'numba.np.arraymath' in sys.modules, "
+            "%r in sys.modules)" % _FULL_REFRESH_ONLY)
+    for _ in range(2):                      # the first run fills the cache if it must
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True).stdout.split()
+    assert out == ["[2.0,", "2.0,", "2.0]", "False", "False"]

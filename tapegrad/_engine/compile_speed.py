@@ -1,4 +1,5 @@
-"""Three shortcuts through Numba's own compile-time overhead, each giving the same result.
+"""Shortcuts through Numba's own overhead, each giving the same result: three in compiling,
+one in loading a cached function (``_light_cache_loads``, below).
 
 A cold start is Numba typing and lowering a few hundred functions, and a sampling
 profile of the engine core's compile (py-spy, op_entry and sweep) put a third of it in
@@ -29,7 +30,8 @@ internals it relies on exist (numba 0.68's names) and leaves Numba alone where n
 """
 import os
 
-from numba.core import errors, targetconfig
+from numba.core import caching, cpu, entrypoints, errors, targetconfig
+from numba.core.runtime import rtsys
 from numba.core.types import functions as numba_functions
 
 
@@ -116,7 +118,40 @@ def _quiet_color_shell():
         errors.ColorShell = ColorShell
 
 
+def _light_cache_loads():
+    """Loading a cached function begins with target_context.refresh(), which imports and
+    installs every registry of Numba's CPU target: numba.np.arraymath (which imports
+    SciPy to check for a BLAS), npyimpl, linalg, random, polynomial, the typed containers,
+    cffi, ... A sampling profile (py-spy) of a warm start (import tapegrad, one tiny
+    backward) put 41% of it in that SciPy import alone. A loaded function needs none of
+    those tables: it is machine code, linked against symbols, and the only symbols the
+    imports add are the NRT's (rtsys.initialize, refresh's first step), the hash secrets
+    numba.cpython.hashing installs and any extension's (its entry point). So a cache load
+    does just those three; every compile still refreshes in full first
+    (CompilerBase.__init__), as does a lowering lookup that misses
+    (BaseContext.get_function)."""
+    C = caching.Cache
+    if not all(hasattr(C, name) for name in
+               ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
+        return
+    if not (hasattr(rtsys, "initialize") and hasattr(entrypoints, "init_all")):
+        return
+    full_load = C.load_overload
+
+    def load_overload(self, sig, target_context):
+        if type(target_context) is not cpu.CPUContext:
+            return full_load(self, sig, target_context)
+        rtsys.initialize(target_context)
+        import numba.cpython.hashing  # noqa: F401  (its symbols)
+        entrypoints.init_all()
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    C.load_overload = load_overload
+
+
 if os.environ.get("TAPEGRAD_NUMBA_SHORTCUTS", "1") != "0":
     _fast_target_config()
     _memoize_call_types()
     _quiet_color_shell()
+    _light_cache_loads()

@@ -18,6 +18,9 @@ from .registry import OpDef, register
 from ._vmath import vsum, maxnum, minnum, pick
 
 _M = __name__
+# np.iinfo inside a kernel makes its cache entry import numba.np.arraymath (and SciPy) on
+# every warm start; a global is frozen into the kernel as a constant instead.
+_STRIDE0_LAST = int(np.iinfo(np.int64).max)
 
 
 @jit
@@ -136,11 +139,11 @@ def _memory_order(sx):
     perm = np.arange(nd)
     for i in range(1, nd):
         p = perm[i]
-        kp = abs(sx[p]) if sx[p] != 0 else np.iinfo(np.int64).max
+        kp = abs(sx[p]) if sx[p] != 0 else _STRIDE0_LAST
         j = i
         while j > 0:
             q = perm[j - 1]
-            kq = abs(sx[q]) if sx[q] != 0 else np.iinfo(np.int64).max
+            kq = abs(sx[q]) if sx[q] != 0 else _STRIDE0_LAST
             if kq >= kp:
                 break
             perm[j] = q
