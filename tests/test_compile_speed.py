@@ -113,15 +113,67 @@ def test_setting_the_variable_to_0_leaves_numba_unchanged(setting):
     code = ("import tapegrad\nfrom numba.core import targetconfig, errors\n"
             "from numba.core.types.functions import BaseFunction\n"
             "from numba.core.caching import Cache\n"
+            "from numba.core import compiler_machinery as cm, event\n"
             "print(targetconfig.TargetConfig.__eq__.__module__, "
             "BaseFunction.get_call_type.__module__, errors.ColorShell.__module__, "
-            "Cache.load_overload.__module__)")
+            "Cache.load_overload.__module__, cm.PassManager.dependency_analysis.__module__, "
+            "event.install_timer.__module__)")
     env = dict(os.environ, TAPEGRAD_NUMBA_SHORTCUTS=setting)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
     numba_own = ["numba.core.targetconfig", "numba.core.types.functions", "numba.core.errors",
-                 "numba.core.caching"]
-    assert out == (["tapegrad._engine.compile_speed"] * 4 if setting == "1" else numba_own)
+                 "numba.core.caching", "numba.core.compiler_machinery", "numba.core.event"]
+    assert out == (["tapegrad._engine.compile_speed"] * 6 if setting == "1" else numba_own)
+
+
+def test_each_pipeline_gets_numbas_pass_dependencies_in_its_own_copy():
+    from numba.core import compiler_machinery as cm
+    from numba.core.compiler import DefaultPassBuilder, StateDict
+    state = StateDict()
+    state.flags = Flags()
+    state.func_ir = None
+    pipelines = [DefaultPassBuilder.define_nopython_pipeline(state),
+                 DefaultPassBuilder.define_objectmode_pipeline(state),
+                 DefaultPassBuilder.define_nopython_pipeline(state)]
+    numbas = cm.PassManager.dependency_analysis.numbas
+    for pm in pipelines:
+        ours = pm.dependency_analysis()
+        assert ours == numbas(pm) and len(ours) == len({p for p, _ in pm.passes})
+        for deps in ours.values():
+            deps.add("edited")                  # a pass editing its copy
+    again = pipelines[0].dependency_analysis()
+    assert again == numbas(pipelines[0]) and all("edited" not in d for d in again.values())
+
+
+def test_compile_timers_and_llvm_lock_listeners_see_what_numba_reports():
+    """Each compile's metadata still times its LLVM work (within its compile-lock time),
+    a listener registered on the lock's events still gets each start and its end, and
+    a timer over an explicit LLVM call reports it."""
+    import time
+    import llvmlite.binding as llvm
+    from numba.core import event
+
+    @njit
+    def poly(x):
+        return 3.0 * x * x + 2.0 * x + 1.0
+
+    recorder = event.RecordingListener()
+    with event.install_listener("numba:llvm_lock", recorder):
+        assert poly(2.0) == 17.0
+    timers = poly.get_metadata(poly.signatures[0])["timers"]
+    assert 0 < timers["llvm_lock"] <= timers["compiler_lock"]
+    kinds = [ev.status for _, ev in recorder.buffer]
+    starts = kinds.count(event.EventStatus.START)
+    assert starts > 10 and starts == kinds.count(event.EventStatus.END)
+
+    seen = []
+    t0 = time.perf_counter()
+    with event.install_timer("numba:llvm_lock", seen.append):
+        llvm.parse_assembly("define i32 @f() {\n ret i32 1\n}")
+    assert len(seen) == 1 and 0 < seen[0] <= time.perf_counter() - t0
+    with event.install_timer("numba:llvm_lock", seen.append):
+        pass                                    # no LLVM call: no report, as Numba's timer
+    assert len(seen) == 1
 
 
 # Imported only by a full refresh of Numba's CPU target (its load_additional_registries):
