@@ -51,19 +51,11 @@ def _values(C, t):
 
 
 @jit
-def _total(V):
-    """V.sum() for a float64 vector, in the same order; the array method would make every
-    loss kernel's cache entry import numba.np.arraymath (and SciPy) on a warm start."""
-    s = 0.0
-    for j in range(V.shape[0]):
-        s += V[j]
-    return s
-
-
-@jit
 def _loss_output(C, dt, red, L, denom, shape):
     """The loss tensor: the per-element losses L (reduction none, of the given shape), or
-    their sum, divided by denom for the mean."""
+    their sum, divided by denom for the mean. (Sums here use vsum, not ndarray.sum: a
+    kernel calling that method makes its cache entry import numba.np.arraymath, and with
+    it SciPy's linalg, on every warm start.)"""
     if red == NONE:
         out = meta_contiguous(C, dt, shape.shape[0], shape, False)
         if out >= 0:
@@ -72,7 +64,7 @@ def _loss_output(C, dt, red, L, denom, shape):
     out = meta_contiguous(C, dt, 0, np.empty(0, np.int64), False)
     if out >= 0:
         V = np.empty(1, np.float64)
-        V[0] = _total(L) / denom if red == MEAN else _total(L)
+        V[0] = vsum(L, 0.0) / denom if red == MEAN else vsum(L, 0.0)
         _write(C, dt, data_addr(C, out), V)
     return out
 
@@ -608,7 +600,7 @@ def nll_fwd(caddr, row):
     L, WT, LSE = _nll_lines(T[row, R_IATTR + 1], T[row, R_IATTR + 2], fattr_of(C)[row],
                             N, K, D, X, tgt, W, E)
     nd = ia[FV]
-    out = _loss_output(C, dt, red, L, _total(WT), ia[FV + 1:FV + 1 + nd].copy())
+    out = _loss_output(C, dt, red, L, vsum(WT, 0.0), ia[FV + 1:FV + 1 + nd].copy())
     if out < 0:
         return out
     return set_outputs1(C, out)
@@ -665,7 +657,7 @@ def nll_bwd(caddr, row):
         for i in range(N * D):
             if tgt[i] != ign:
                 denom += W[tgt[i]]
-    wsum = _total(W)
+    wsum = vsum(W, 0.0)
     GX = np.zeros(N * K * D, np.float64)
     if KERNEL_DTYPE == F32:
         E = np.empty(N * K * D if kind == 1 else 0, np.float32)
