@@ -132,3 +132,27 @@ def test_mul_backward_values():
     (x * tg.tensor(b)).backward(tg.tensor(g))           # a alone, accumulating
     np.testing.assert_array_equal(x.grad.numpy(), g * b + g * b)
     np.testing.assert_array_equal(y.grad.numpy(), g * a)
+
+
+def _loop_heads(src, fn_name):
+    fn = next(n for n in ast.walk(ast.parse(src))
+              if isinstance(n, ast.FunctionDef) and n.name == fn_name)
+    return [ast.unparse(n.iter) for n in ast.walk(fn) if isinstance(n, ast.For)]
+
+
+@pytest.mark.parametrize("op", [o for o in GENERATED if o.kind == "unary"],
+                         ids=lambda o: o.name)
+def test_a_unary_op_compiles_no_scalar_b_copies(op):
+    """A unary op has no b, so its loops have no copy for a scalar b (the engine marks
+    every unary row bscal, which sent the flat loops to such copies and left the plain
+    ones dead: two more vectorised loops to compile per kernel). Forward: in place, flat,
+    unit-stride, strided; backward: flat, unit-stride, strided."""
+    src = _codegen._source(op)
+    assert "bscal:" not in src and "B[0]" not in src
+    assert _loop_heads(src, "_fwd_loop") == ["range(n)"] * 2 + ["range(inner)"] * 2
+    assert _loop_heads(src, "_bwd_loop") == ["range(n)", "range(inner)", "range(inner)"]
+
+
+def test_a_binary_op_keeps_its_scalar_b_loops():
+    src = _codegen._source(next(o for o in OPS if o.name == "mul"))
+    assert src.count("if flat and bscal:") == 2 and "b = B[0]" in src

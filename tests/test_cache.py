@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PROGRAM = r"""
@@ -203,3 +205,65 @@ def test_a_helper_has_no_native_address():
     with pytest.raises(TypeError, match=r"numel_of is a helper \(lowlevel.jit\), whose machine "
                        "code is never made"):
         native_address(core.numel_of, "int64(int64, int64)")
+
+
+OVERLOADS = r"""
+import json, sys
+import numpy as np
+import tapegrad as tg
+from numba.core.registry import cpu_target
+from tapegrad._engine import blas
+from tapegrad.ops import _vmath
+
+a = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], np.float32)
+w = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]], np.float32)
+x = tg.tensor(a, requires_grad=True)
+tg.nn.functional.linear(x.exp(), tg.tensor(w)).sum().backward()
+libraries = set()
+for fn in (_vmath.exp, blas.gemm):
+    for template in cpu_target.typing_context.resolve_value_type(fn).templates:
+        for disp, _ in template._impl_cache.values():
+            libraries |= {type(cres.library).__name__ for cres in disp.overloads.values()}
+print(json.dumps({"grad": x.grad.tolist(), "libraries": sorted(libraries),
+                  "exp32_library": type(next(iter(
+                      _vmath._exp32.overloads.values())).library).__name__}))
+"""
+
+
+def test_overloads_and_math_helpers_compile_as_helpers(tmp_path):
+    """Numba compiles an @overload's implementation for each argument types, even one it
+    inlines, with both wrappers and its own machine code by default, none of which runs:
+    tapegrad's overloads (gemm, the vectorised math) pass lowlevel.OVERLOAD_OPTIONS and
+    the math functions under them are lowlevel.jit helpers, so they compile to IR only.
+    The kernels linking them still compute the right gradient (d/dx sum(exp(x) @ w.T) =
+    exp(x) * column sums of w)."""
+    import pytest
+    from tapegrad._engine.lowlevel import _NO_WRAPPERS
+    if "pipeline_class" not in _NO_WRAPPERS:
+        pytest.skip("this Numba lacks the internals _LinkOnlyLibrary overrides")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TAPEGRAD_CACHE_DIR=str(tmp_path / "cache"))       # empty: everything compiles
+    out = subprocess.run([sys.executable, "-c", OVERLOADS], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["libraries"] == ["_LinkOnlyLibrary"]
+    assert report["exp32_library"] == "_LinkOnlyLibrary"
+    a = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], np.float32)
+    expect = np.exp(a) * np.array([1.0, 1.0, -0.5], np.float32)
+    np.testing.assert_allclose(report["grad"], expect, rtol=2e-6)
+
+
+def test_every_overload_in_tapegrad_compiles_as_a_helper():
+    """The runtime check above covers two overloads; this one sees that none is declared
+    without the helper options."""
+    import re
+    missing = []
+    for folder, _, files in os.walk(os.path.join(ROOT, "tapegrad")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    for n, line in enumerate(f, 1):
+                        if re.match(r"\s*@overload\(", line) and "OVERLOAD_OPTIONS" not in line:
+                            missing.append(f"{name}:{n}: {line.strip()}")
+    assert missing == []

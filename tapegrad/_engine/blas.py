@@ -23,7 +23,7 @@ from llvmlite import binding as ll
 from numba import types, carray, cfunc
 from numba.extending import overload
 
-from .lowlevel import jit, ptr_f32, ptr_f64
+from .lowlevel import jit, ptr_f32, ptr_f64, OVERLOAD_OPTIONS
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
@@ -150,7 +150,7 @@ def gemm(A, B, O, beta):
     raise NotImplementedError("tapegrad._engine.blas.gemm is for compiled kernels")
 
 
-@overload(gemm)
+@overload(gemm, jit_options=OVERLOAD_OPTIONS)
 def _gemm_impl(A, B, O, beta):
     f32 = A.dtype == types.float32
     call = cblas_sgemm if f32 else cblas_dgemm

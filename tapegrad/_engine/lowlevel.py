@@ -148,13 +148,22 @@ def _helper(dispatcher):
     return _unliteral(dispatcher)
 
 
-def jit(fn):
+# How an @overload implementation compiles (its jit_options): as a helper. Numba compiles
+# one for each argument types, even one it inlines (to type the call), and by default
+# with both wrappers and its own optimised machine code, none of which is ever run.
+OVERLOAD_OPTIONS = dict(error_model="numpy", **_NO_WRAPPERS)
+
+
+def jit(fn=None, *, fastmath=False):
     """How every tapegrad kernel helper is compiled: cached on disk, and with NumPy's
     error model, so x/0 gives inf or nan as in PyTorch instead of raising inside
     compiled code (where an exception would be lost); one compilation per argument
     types, constants included (_unliteral); callable from compiled code only (no
-    wrappers: see jit_entry)."""
-    return _helper(njit(cache=True, error_model="numpy", **_NO_WRAPPERS)(fn))
+    wrappers: see jit_entry). `@jit(fastmath=...)` passes Numba's fastmath flags."""
+    if fn is None:
+        return lambda f: jit(f, fastmath=fastmath)
+    extra = dict(fastmath=fastmath) if fastmath else {}
+    return _helper(njit(cache=True, **OVERLOAD_OPTIONS, **extra)(fn))
 
 
 class _NativeDispatcher(_HelperDispatcher):
@@ -185,8 +194,7 @@ REDUCTION_FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 def jit_reduction(fn):
     """For loops that sum: lets LLVM reorder the additions, so they vectorise. Never
     full fastmath (it would break isnan)."""
-    return _helper(njit(cache=True, error_model="numpy", fastmath=REDUCTION_FASTMATH,
-                        **_NO_WRAPPERS)(fn))
+    return jit(fn, fastmath=REDUCTION_FASTMATH)
 
 
 @jit

@@ -305,7 +305,8 @@ def _source(op):
     src.append("@jit")
     src.append(f"def _fwd_loop({fargs}):")
     src += _nd_loop(ops_f, r + [f"O[pO + j * iO] = {fwd}"],
-                    fr + [f"O[i] = {fwd}"], ur + [f"Ou[j] = {fwd}"], in_place=True)
+                    fr + [f"O[i] = {fwd}"], ur + [f"Ou[j] = {fwd}"], in_place=True,
+                    scalar_b=binary)
     src.append("")
 
     # ---- backward loop: GA += da, GB += db. An operand is saved only when the gradient
@@ -333,7 +334,8 @@ def _source(op):
         src.append("")
     src.append("@jit")
     src.append(f"def _bwd_loop({bargs}):")
-    src += _nd_loop(ops_b, body, fbody, ubody, flags=(0, 1) if binary else (0,))
+    src += _nd_loop(ops_b, body, fbody, ubody, flags=(0, 1) if binary else (0,),
+                    scalar_b=binary)
     src.append("")
 
     # ---- C entry points, one per (direction, dtype): unpack the descriptor (_entry), run

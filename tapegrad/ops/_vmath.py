@@ -11,8 +11,9 @@ vectorises the loops that call them. Errors, measured on millions of points
   from the exact result (sin/cos: 0.5017 for every float32 below 2^23, checked
   exhaustively; one polynomial on |r| <= pi/2 after a reduction by pi, for cos by odd
   multiples of pi/2, 1.3 ms per 1M elements where sin and cos polynomials on |r| <= pi/4
-  and a quadrant select took 2.1-2.4). float32 exp is float32 arithmetic with fma (eight lanes instead
-  of four; 1.0 ms per 1M elements instead of 1.6, PyTorch's 1.0): at most 0.93 ulp.
+  and a quadrant select took 2.1-2.4). float32 exp is float32 arithmetic with fma (eight
+  lanes instead of four; 1.0 ms per 1M elements instead of 1.6, PyTorch's 1.0): at most
+  0.93 ulp.
 - float64 exp: reduction by a two-part ln2 keeping the rounding error of the reduced
   argument, a degree-12 polynomial with 1 + r summed exactly, and 2^k as the product of
   two powers of two (overflow gives inf; a subnormal result rounds in the last multiply):
@@ -53,6 +54,8 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic, overload
+
+from tapegrad._engine.lowlevel import jit, OVERLOAD_OPTIONS
 
 
 def _bitcast(src, dst, irty):
@@ -189,7 +192,7 @@ _L2E32, _LN2_HI32, _LN2_LO32 = _F32(1.4426950408889634), _F32(0.693145751953125)
 _X32 = tuple(_F32(1 / math.factorial(i)) for i in range(8))
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _exp32(x):
     """In float32 arithmetic, eight lanes per AVX2 instruction (twice the float64 route's
     four): fma reduction by ln2, the degree-7 Taylor polynomial in Horner form with a
@@ -206,7 +209,7 @@ def _exp32(x):
             * _i32_as_f32((k - k1 + 127) << 23))
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _expm1_64(y):
     """e^y - 1 for a float64 y in [-40, 89] (callers clamp), to about 1e-11 relative:
     exact enough for a float32 result, not for a float64 one. e^r - 1 = r + r^2 p(r)
@@ -223,14 +226,14 @@ def _expm1_64(y):
     return q if kf == 0.0 else _fma(s, q, s - 1.0)             # 2^k (q + 1) - 1
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _expm1_32(x):
     xd = np.float64(x)
     m = _expm1_64(min(max(xd, -40.0), 89.0) if xd == xd else xd)
     return np.float32(m if xd != 0.0 else xd)              # -0. stays -0.
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _tanh32(x):
     xd = np.float64(x)
     y = min(2.0 * abs(xd), 40.0) if xd == xd else xd      # tanh(20) is 1 in float32
@@ -238,19 +241,19 @@ def _tanh32(x):
     return np.float32(np.copysign(m / (m + 2.0), xd))       # -0. stays -0.
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _sin_half_pi(r):
     """sin r for |r| <= pi/2, in float64, for a float32 result."""
     z = r * r
     return r * (1.0 + z * (_H3 + z * (_H5 + z * (_H7 + z * (_H9 + z * _H11)))))   # -0. stays
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _parity(jf):
     return jf - 2.0 * np.floor(jf * 0.5)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _sin32(x):
     """sin x = (-1)^j sin(x - j pi): one polynomial, no quadrant select between two."""
     xd = np.float64(x)
@@ -261,7 +264,7 @@ def _sin32(x):
     return np.float32(-s if _parity(jf) != 0.0 else s)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _cos32(x):
     """cos x = (-1)^(j+1) sin(x - (j + 1/2) pi): the reduction by an odd multiple of pi/2
     keeps the zeros of cos where r is near 0, as accurate as sin's."""
@@ -275,7 +278,7 @@ def _cos32(x):
 # ---- float64 ------------------------------------------------------------------------
 # inline="always": LLVM would not inline the larger of these into a loop by itself, and a
 # call in the loop body stops vectorisation.
-_F64 = dict(cache=True, error_model="numpy", inline="always")
+_F64 = dict(cache=True, error_model="numpy", inline="always", jit_options=OVERLOAD_OPTIONS)
 
 
 @njit(**_F64)
@@ -406,7 +409,7 @@ def _erf_big(t):
                 t, b[0])
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _erf32(x):
     """Both pieces for every element, then a select: no branch, so the loop vectorises."""
     xd = np.float64(x)
@@ -453,7 +456,7 @@ def _log1p64(x):
     return _select((x == np.inf) | (x == 0.0), x, y)
 
 
-@njit(cache=True, error_model="numpy")
+@jit
 def _log1p32(x):
     return np.float32(_log1p64(np.float64(x)))
 
@@ -511,7 +514,7 @@ def sincos_huge(x):
     raise NotImplementedError("tapegrad.ops._vmath.sincos_huge is for compiled kernels")
 
 
-@overload(exp, inline="always")
+@overload(exp, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _exp_by_dtype(x):
     if x == types.float32:
         def impl(x):
@@ -550,22 +553,22 @@ def _sin_cos_impl(fast32, fast64, libm, x, flag):
     return impl
 
 
-@overload(sin, inline="always")
+@overload(sin, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _sin_any(x):
     return _sin_cos_impl(_sin32, _sin64, np.sin, x, False)
 
 
-@overload(cos, inline="always")
+@overload(cos, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _cos_any(x):
     return _sin_cos_impl(_cos32, _cos64, np.cos, x, False)
 
 
-@overload(sin_, inline="always")
+@overload(sin_, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _sin_big(big, x):
     return _sin_cos_impl(_sin32, _sin64, np.sin, x, True)
 
 
-@overload(cos_, inline="always")
+@overload(cos_, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _cos_big(big, x):
     return _sin_cos_impl(_cos32, _cos64, np.cos, x, True)
 
@@ -573,7 +576,7 @@ def _cos_big(big, x):
 # the float32 scan counts in float32, so it runs 8 lanes wide (Numba would widen an int32
 # count to int64); reassoc lets the count vectorise. The count stops growing at 2^24
 # but never returns to 0. NaN compares false and inf is excluded, so neither counts.
-@overload(sincos_huge, jit_options={"fastmath": {"reassoc", "nsz"}})
+@overload(sincos_huge, jit_options=dict(OVERLOAD_OPTIONS, fastmath={"reassoc", "nsz"}))
 def _sincos_huge(x):
     if x.dtype == types.float32:
         lim32, inf32 = np.float32(SINCOS_LIMIT32), np.float32(np.inf)
@@ -594,7 +597,7 @@ def _sincos_huge(x):
     return impl
 
 
-@overload(tanh, inline="always")
+@overload(tanh, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _tanh_by_dtype(x):
     if x == types.float32:
         def impl(x):
@@ -605,7 +608,7 @@ def _tanh_by_dtype(x):
     return impl
 
 
-@overload(expm1, inline="always")
+@overload(expm1, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _expm1_by_dtype(x):
     if x == types.float32:
         def impl(x):
@@ -616,7 +619,7 @@ def _expm1_by_dtype(x):
     return impl
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz", "arcp"})
+@jit(fastmath={"reassoc", "contract", "nsz", "arcp"})
 def vsum(X, zero):
     """The sum of a row buffer (one row's share of a broadcast input's gradient, in the
     row-broadcast loops), reassociated so that it vectorises."""
@@ -626,7 +629,7 @@ def vsum(X, zero):
     return s
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+@jit(fastmath={"reassoc", "nsz"})
 def vsqdist(X, Y):
     """sum((X - Y) ** 2) in float64, reassociated so that it vectorises (mse_loss: a
     running float64 sum was a scalar chain, 1 ns per element)."""
@@ -637,7 +640,7 @@ def vsqdist(X, Y):
     return s
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+@jit(fastmath={"reassoc", "nsz"})
 def vsqdev(X, m):
     """sum((X - m) ** 2) in float64, reassociated so that it vectorises."""
     s = 0.0
@@ -647,7 +650,7 @@ def vsqdev(X, m):
     return s
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz", "arcp"})
+@jit(fastmath={"reassoc", "contract", "nsz", "arcp"})
 def vdot(X, Y, zero):
     """sum(X * Y), reassociated so that it vectorises."""
     s = zero
@@ -656,7 +659,7 @@ def vdot(X, Y, zero):
     return s
 
 
-@overload(erf, inline="always")
+@overload(erf, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _erf_by_dtype(x):
     if x == types.float32:
         def impl(x):
@@ -667,7 +670,7 @@ def _erf_by_dtype(x):
     return impl
 
 
-@overload(log1p, inline="always")
+@overload(log1p, inline="always", jit_options=OVERLOAD_OPTIONS)
 def _log1p_by_dtype(x):
     if x == types.float32:
         def impl(x):

@@ -12,7 +12,8 @@ from numba.extending import overload
 
 from .._engine.layout import (K_OK, MAXD, F32, F64, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, R_IN,
                               IN_SAVED, R_ODTYPE, IW, E_DTYPE, E_SHAPE, D_IDX)
-from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, desc_of, ptr_f32, ptr_f64
+from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, desc_of, ptr_f32, ptr_f64, \
+    OVERLOAD_OPTIONS
 from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
                             grad_for_write, input_shape, contiguous_strides)
@@ -117,7 +118,7 @@ def _c_view(P, off, r, c):
     raise NotImplementedError("tapegrad.ops.linalg._c_view is for compiled kernels")
 
 
-@overload(_c_view)
+@overload(_c_view, jit_options=OVERLOAD_OPTIONS)
 def _c_view_impl(P, off, r, c):
     # carray from the address: a reshape would call Numba's C helper (about 50 ns a view,
     # and a small step takes 15 of them)
