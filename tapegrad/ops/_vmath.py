@@ -55,7 +55,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic, overload
 
-from tapegrad._engine.lowlevel import jit, OVERLOAD_OPTIONS
+from tapegrad._engine.lowlevel import jit, jit_reduction, OVERLOAD_OPTIONS
 
 
 def _bitcast(src, dst, irty):
@@ -278,7 +278,7 @@ def _cos32(x):
 # ---- float64 ------------------------------------------------------------------------
 # inline="always": LLVM would not inline the larger of these into a loop by itself, and a
 # call in the loop body stops vectorisation.
-_F64 = dict(cache=True, error_model="numpy", inline="always", jit_options=OVERLOAD_OPTIONS)
+_F64 = dict(cache=True, error_model="numpy", inline="always")
 
 
 @njit(**_F64)
@@ -619,7 +619,7 @@ def _expm1_by_dtype(x):
     return impl
 
 
-@jit(fastmath={"reassoc", "contract", "nsz", "arcp"})
+@jit_reduction
 def vsum(X, zero):
     """The sum of a row buffer (one row's share of a broadcast input's gradient, in the
     row-broadcast loops), reassociated so that it vectorises."""
@@ -650,7 +650,7 @@ def vsqdev(X, m):
     return s
 
 
-@jit(fastmath={"reassoc", "contract", "nsz", "arcp"})
+@jit_reduction
 def vdot(X, Y, zero):
     """sum(X * Y), reassociated so that it vectorises."""
     s = zero
