@@ -11,6 +11,9 @@ Then, after warm-up (tapegrad compiles its kernels on first use and caches them 
 disk, so a first run on a new checkout takes minutes), the libraries are timed in
 interleaved rounds (round r starts with a different library) so that machine drift hits
 all of them alike; a sample is one batch of calls, the table shows medians over rounds.
+The header gives the date, versions, CPU and how fast the host ran plain Python before
+and after the run; below the table, the project's targets (ratios to PyTorch) that the
+run measured, each met or by how much not.
 
 Thread-count environment variables are set before NumPy, Numba or PyTorch are imported,
 so nothing heavy is imported at module level here (asv also imports this module when it
@@ -137,7 +140,17 @@ def git_rev():
         return "?"
 
 
-def header(L, threads):
+def host_loop_seconds(n=10_000_000):
+    """Seconds per 10**7 additions in a plain Python loop of n: how fast this host runs
+    Python right now (a shared machine drifts by 2x and more), printed with every table."""
+    t0 = _pc()
+    s = 0
+    for i in range(n):
+        s += i
+    return (_pc() - t0) * 1e7 / n
+
+
+def header(L, threads, loops=()):
     import numba
     lines = [
         f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
@@ -150,6 +163,9 @@ def header(L, threads):
         + (f" (OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']})"
            if "OMP_WAIT_POLICY" in os.environ else ""),
     ]
+    if loops:
+        lines.append("host speed: a plain Python loop of 10^7 additions took "
+                     + " s before and ".join(f"{t:.2f}" for t in loops) + " s after the run")
     return lines
 
 
@@ -1089,6 +1105,51 @@ def table(L, results):
     return lines
 
 
+# ---------------------------------------------------------------- targets
+# The ratios tapegrad / PyTorch eager the project aims for (issue 6): (what, workload key,
+# row key, most allowed); peak-memory keys are filled by peak_memory().
+TARGETS = (
+    ("tiny recorded op", "tiny_op", "main", 0.5),
+    ("round trip", "round_trip", "main", 0.1),
+    ("scalar chain backward, per node", "scalar_chain", "bwd", 0.1),
+    ("MLP training step, eager", "mlp_step", "main", 0.25),
+    ("1M-element chain, float32, forward and backward", "chain_1m_float32", "main", 1.0),
+    ("1M-element chain, float64, forward and backward", "chain_1m_float64", "main", 1.0),
+    ("peak memory of the 200-op chain, float32", "peak_float32", None, 0.6),
+    ("peak memory of the 200-op chain, float64", "peak_float64", None, 0.6),
+)
+
+
+def torch_ratios(L, results):
+    """{(workload key, row key): tapegrad median / PyTorch median} for the timed rows."""
+    np = L.np
+    out = {}
+    for wl, samples, _ in results:
+        if samples is None or not samples.get("torch"):
+            continue
+        for rowkey, *_ in wl.rows:
+            t, p = samples["tapegrad"].get(rowkey), samples["torch"].get(rowkey)
+            if t and p:
+                out[(wl.key, rowkey)] = float(np.median(t)) / float(np.median(p))
+    return out
+
+
+def targets(ratios, threads):
+    """The targets this run measured, as Markdown rows: met or by how much not."""
+    lines = []
+    for what, key, rowkey, limit in TARGETS:
+        r = ratios.get((key, rowkey) if rowkey else key)
+        if r is None:
+            continue
+        verdict = "met" if r <= limit else f"not met: {r / limit - 1:.0%} over"
+        lines.append(f"| {what} | <= {limit:g} | {r:.2f} | {verdict} |")
+    if not lines:
+        return []
+    return ["", f"Targets, ratio tapegrad / torch ({threads} thread"
+            f"{'s' if threads > 1 else ''}):", "",
+            "| target | ratio allowed | this run | |", "|---|---|---|---|"] + lines
+
+
 # ---------------------------------------------------------------- peak memory
 _PEAK_CODE = """
 import os, sys
@@ -1111,12 +1172,13 @@ print(status("VmHWM") - base)
 """
 
 
-def peak_memory(L, log, processes):
+def peak_memory(L, log, processes, ratios):
     """Peak resident memory added by the 200-op chain on 1M elements (forward and
     backward), each library in `processes` fresh processes; rows for the Markdown table.
     PyTorch's value varies from process to process (404 to 1,572 MB in float64 on one
     machine: whether its allocator hands freed blocks back), so each cell is the median
-    and the range; the minimum is nearest the memory the backward must keep."""
+    and the range; the minimum is nearest the memory the backward must keep. The ratios
+    to PyTorch's medians go into `ratios` (keys peak_float32, peak_float64)."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     libs = [("tapegrad", "tapegrad")] + [(p, p) for p in L.peers if p == "torch"]
     rows = []
@@ -1145,6 +1207,8 @@ def peak_memory(L, log, processes):
             cells += [cell(v), f"{mine / float(statistics.median(v)):.2f}"] if v else ["—", "—"]
         rows.append(f"| peak memory added by the 200-op chain, 1M {dtype}, fwd+bwd | MB | "
                     + " | ".join(cells) + " |")
+        if got.get("torch"):
+            ratios[f"peak_{dtype}"] = mine / float(statistics.median(got["torch"]))
     return rows
 
 
@@ -1158,6 +1222,8 @@ def main(argv=None):
 
     log("importing (a first run on a new checkout compiles kernels: minutes)...")
     L = Libs(args.threads)
+    loop_n = 1_000_000 if args.quick else 10_000_000
+    loop_before = host_loop_seconds(loop_n)
     rounds = args.rounds or (7 if args.quick else 31)
     target = 0.01 if args.quick else 0.025
     wls = workloads(L)
@@ -1181,13 +1247,15 @@ def main(argv=None):
 
     out = [f"# tapegrad vs peers ({'quick, ' if args.quick else ''}{rounds} interleaved rounds)",
            ""]
-    out += [f"- {line}" for line in header(L, args.threads)]
+    out += [f"- {line}" for line in header(L, args.threads,
+                                           (loop_before, host_loop_seconds(loop_n)))]
     for lib, why in L.skipped.items():
         out.append(f"- {lib}: not installed, skipped ({why})")
     out.append("")
     out += table(L, results)
+    ratios = torch_ratios(L, results)
     if not args.only or re.search(args.only, "peak memory", re.IGNORECASE):
-        out += peak_memory(L, log, 1 if args.quick else 5)
+        out += peak_memory(L, log, 1 if args.quick else 5, ratios)
     out.append("")
     out.append("Times in µs, medians over rounds (peak memory: the resident memory the chain "
                "adds, median (min–max) over fresh processes per library; PyTorch's varies "
@@ -1199,6 +1267,7 @@ def main(argv=None):
         for n in notes:
             if samples is not None or n != notes[0]:
                 out.append(f"- {wl.key}: {n}")
+    out += targets(ratios, args.threads)
     out.append(f"\nTotal wall time {_pc() - t_start:.0f} s.")
     print("\n".join(out))
     aborted = [wl.key for wl, samples, _ in results if samples is None]

@@ -33,12 +33,37 @@ def test_compare_without_torch_skips_it(tmp_path):
     assert "tapegrad median" in header and "numpy" in header and "torch" not in header
     row = next(line for line in text.splitlines() if line.startswith("| tiny op"))
     assert "ABORTED" not in row
+    # the table carries its own reading of the host's speed, before and after
+    speed = next(line for line in text.splitlines() if line.startswith("- host speed:"))
+    before, after = (float(w) for w in speed.split() if w.replace(".", "").isdigit())
+    assert 0 < before < 60 and 0 < after < 60
 
 
 def test_compare_with_torch_compares_against_it(tmp_path):
     pytest.importorskip("torch")
-    header = _table_header(_compare(tmp_path, hide_torch=False))
-    assert "tapegrad/torch" in header
+    text = _compare(tmp_path, hide_torch=False)
+    assert "tapegrad/torch" in _table_header(text)
+    # the run's targets, from the same medians as the table's ratio
+    row = next(line for line in text.splitlines() if line.startswith("| tiny op"))
+    ratio = row.split("|")[5].strip()
+    target = next(line for line in text.splitlines() if line.startswith("| tiny recorded op"))
+    assert target.split("|")[2:4] == [" <= 0.5 ", f" {ratio} "]
+    verdict = target.split("|")[4].strip()
+    assert verdict == "met" or verdict.startswith("not met: ") and float(ratio) >= 0.5
+
+
+def test_compare_targets_say_met_or_by_how_much_not():
+    sys.path.insert(0, ROOT)
+    from benchmarks.compare import targets
+    rows = targets({("tiny_op", "main"): 0.41, ("round_trip", "main"): 0.125,
+                    "peak_float64": 0.77, ("mlp_step", "main"): 0.25}, 1)
+    assert rows[1] == "Targets, ratio tapegrad / torch (1 thread):"
+    assert rows[5:] == [
+        "| tiny recorded op | <= 0.5 | 0.41 | met |",
+        "| round trip | <= 0.1 | 0.12 | not met: 25% over |",
+        "| MLP training step, eager | <= 0.25 | 0.25 | met |",
+        "| peak memory of the 200-op chain, float64 | <= 0.6 | 0.77 | not met: 28% over |"]
+    assert targets({}, 2) == []         # no PyTorch: no targets block
 
 
 def test_compare_measures_peak_memory_of_the_chain(tmp_path):
