@@ -1030,7 +1030,12 @@ def test_elementwise_special_values_against_torch(case, dtype):
     x_o, x_t = mk(a, dtype, requires_grad=True), torch.tensor(a, dtype=tdt, requires_grad=True)
     out_o, out_t = f(tg, x_o), f(torch, x_t)
     tol = TOL[dtype.name]
-    np.testing.assert_allclose(val(out_o), out_t.detach().numpy(), equal_nan=True, **tol)
+    want = out_t.detach().numpy().copy()
+    if case[0] == "gelu":
+        # PyTorch's AVX-512 float32 kernel gives NaN at +inf; its scalar loop (a 1-element
+        # tensor), its AVX2 kernel and float64 give the limit, +inf, as tapegrad does
+        want[np.isposinf(a)] = np.inf
+    np.testing.assert_allclose(val(out_o), want, equal_nan=True, **tol)
     out_o.sum().backward()
     out_t.sum().backward()
     np.testing.assert_allclose(x_o.grad.numpy(), x_t.grad.numpy(), equal_nan=True, **tol)
