@@ -36,7 +36,7 @@ def test_compare_without_torch_skips_it(tmp_path):
     # the table carries its own reading of the host's speed, before and after
     speed = next(line for line in text.splitlines() if line.startswith("- host speed:"))
     before, after = (float(w) for w in speed.split() if w.replace(".", "").isdigit())
-    assert 0 < before < 60 and 0 < after < 60
+    assert before > 0 and after > 0         # (a reading, not a bound: no timing assert)
 
 
 def test_compare_with_torch_compares_against_it(tmp_path):
