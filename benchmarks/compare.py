@@ -1077,8 +1077,11 @@ def fmt(us):
 
 
 def table(L, results):
+    """(Markdown lines, {(workload key, row key): tapegrad median / PyTorch median}): the
+    table, and the PyTorch ratios it printed, which the targets block below it reads."""
     np = L.np
     peers = L.peers
+    ratios = {}
     head = ["workload", "unit", "tapegrad median (min–max)"]
     for p in peers:
         head += [p, f"tapegrad/{p}"]
@@ -1101,8 +1104,10 @@ def table(L, results):
                     continue
                 pm = float(np.median(s))
                 cells += [fmt(pm), f"{tm / pm:.2f}"]
+                if p == "torch":
+                    ratios[(wl.key, rowkey)] = tm / pm
             lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return lines, ratios
 
 
 # ---------------------------------------------------------------- targets
@@ -1118,20 +1123,6 @@ TARGETS = (
     ("peak memory of the 200-op chain, float32", "peak_float32", None, 0.6),
     ("peak memory of the 200-op chain, float64", "peak_float64", None, 0.6),
 )
-
-
-def torch_ratios(L, results):
-    """{(workload key, row key): tapegrad median / PyTorch median} for the timed rows."""
-    np = L.np
-    out = {}
-    for wl, samples, _ in results:
-        if samples is None or not samples.get("torch"):
-            continue
-        for rowkey, *_ in wl.rows:
-            t, p = samples["tapegrad"].get(rowkey), samples["torch"].get(rowkey)
-            if t and p:
-                out[(wl.key, rowkey)] = float(np.median(t)) / float(np.median(p))
-    return out
 
 
 def targets(ratios, threads):
@@ -1252,8 +1243,8 @@ def main(argv=None):
     for lib, why in L.skipped.items():
         out.append(f"- {lib}: not installed, skipped ({why})")
     out.append("")
-    out += table(L, results)
-    ratios = torch_ratios(L, results)
+    lines, ratios = table(L, results)
+    out += lines
     if not args.only or re.search(args.only, "peak memory", re.IGNORECASE):
         out += peak_memory(L, log, 1 if args.quick else 5, ratios)
     out.append("")
