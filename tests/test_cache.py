@@ -21,6 +21,7 @@ loss = ((x @ w).tanh() * 2 + x.sum(1, keepdim=True)).mean()
 loss.backward()
 entries = [core.op_entry, core.sweep]
 report = {
+    "file": tg.__file__,
     "grad": x.grad.tolist(),
     "entry_misses": sum(sum(d.stats.cache_misses.values()) for d in entries),
     "entry_hits": sum(sum(d.stats.cache_hits.values()) for d in entries),
@@ -31,10 +32,10 @@ print(json.dumps(report))
 """
 
 
-def _run():
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def _run(root=ROOT):
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True,
-                         env=env, timeout=600, check=True)
+                         env=env, cwd=root, timeout=600, check=True)   # (cwd: sys.path[0])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -46,6 +47,22 @@ def test_second_process_loads_every_kernel_from_the_cache():
     # every kernel the program used (forward and backward C functions) came from disk
     assert second["kernels"] >= 6
     assert second["kernel_hits"] == 2 * second["kernels"]
+
+
+def test_a_copy_of_the_package_elsewhere_loads_every_kernel_from_the_cache(tmp_path):
+    """Numba's own locators file entries under the source directory's absolute path, so
+    a second clone (CI's checkout, another environment) compiled everything again; the
+    keyed directories file them by the place in the package instead."""
+    import shutil
+    first = _run()
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(os.path.join(ROOT, "tapegrad"), copy / "tapegrad",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    second = _run(str(copy))
+    assert second["file"] == str(copy / "tapegrad" / "__init__.py")
+    assert second["grad"] == first["grad"]
+    assert second["entry_misses"] == 0 and second["entry_hits"] == 2
+    assert second["kernels"] >= 6 and second["kernel_hits"] == 2 * second["kernels"]
 
 
 def test_helper_without_wrappers_refuses_a_python_call():

@@ -1,17 +1,21 @@
 """Where compiled kernels are cached.
 
-Numba revalidates a cached function only against its own file's timestamp, so a kernel
-that inlines helpers from another module would load stale code after an upgrade. We key
-the cache directory by a hash of every kernel source file and the Numba version instead,
-and set it only while our own kernels are declared, leaving the user's Numba cache alone.
+Numba revalidates a cached function only against its own file, so a kernel that inlines
+helpers from another module would load stale code after an upgrade. We key the cache
+directory by a hash of every kernel source file and the Numba version instead, and set it
+only while our own kernels are declared, leaving the user's Numba cache alone. Inside that
+directory a kernel's entries are found by the file's place in the package, not by its
+absolute path as Numba's own locators do: a clone or install elsewhere loads them.
 """
 import contextlib
+import functools
 import hashlib
 import os
 import sys
 import tempfile
 
 import numba
+from numba.core import caching
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _KERNEL_DIRS = ("_engine", "ops", "optim", "replay")
@@ -75,3 +79,65 @@ def kernel_cache(engine=False):
         yield
     finally:
         numba.config.CACHE_DIR = old
+
+
+@functools.lru_cache(maxsize=None)
+def _content_stamp(path, mtime, size):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _place(py_file):
+    """The cache subdirectory of a kernel file: its package-relative directory
+    ("tapegrad.ops"), or None for a file that is not tapegrad's."""
+    path = os.path.realpath(py_file)
+    if os.path.dirname(path) == os.path.realpath(GENERATED_DIR):
+        return "tapegrad.generated"
+    pkg = os.path.realpath(_PKG)
+    if not path.startswith(pkg + os.sep):
+        return None
+    return os.path.relpath(os.path.dirname(path), os.path.dirname(pkg)).replace(os.sep, ".")
+
+
+class _PackageLocator(caching._CacheLocator):
+    """Numba's locators file a function's entries under a hash of its source directory's
+    absolute path, so a second clone of the same sources (a CI checkout, another
+    virtual environment) compiled every kernel again. Under our keyed directories the path
+    adds nothing: entries go by the file's place in the package, and are checked against
+    the file's content (Numba's older versions check its timestamp, which a clone
+    changes)."""
+
+    def __init__(self, py_func, py_file, cache_path):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = cache_path
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    def get_source_stamp(self):
+        st = os.stat(self._py_file)
+        return _content_stamp(self._py_file, st.st_mtime, st.st_size)
+
+    def get_disambiguator(self):
+        return str(self._lineno)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        root = numba.config.CACHE_DIR
+        if root not in (CACHE_DIR, ENGINE_CACHE_DIR) or not os.path.exists(py_file):
+            return None         # not one of our kernels: Numba's own locators
+        place = _place(py_file)
+        if place is None:
+            return None
+        self = cls(py_func, py_file, os.path.join(root, place))
+        try:
+            self.ensure_cache_path()
+        except OSError:
+            return None
+        return self
+
+
+_LOCATORS = getattr(caching, "CacheImpl", None) or caching._CacheImpl    # (older Numba)
+if _PackageLocator not in _LOCATORS._locator_classes:
+    _LOCATORS._locator_classes.insert(0, _PackageLocator)
