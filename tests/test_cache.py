@@ -59,7 +59,8 @@ def test_a_copy_of_the_package_elsewhere_loads_every_kernel_from_the_cache(tmp_p
     shutil.copytree(os.path.join(ROOT, "tapegrad"), copy / "tapegrad",
                     ignore=shutil.ignore_patterns("__pycache__"))
     second = _run(str(copy))
-    assert second["file"] == str(copy / "tapegrad" / "__init__.py")
+    assert os.path.realpath(second["file"]) == os.path.realpath(copy / "tapegrad" /
+                                                                 "__init__.py")
     assert second["grad"] == first["grad"]
     assert second["entry_misses"] == 0 and second["entry_hits"] == 2
     assert second["kernels"] >= 6 and second["kernel_hits"] == 2 * second["kernels"]
