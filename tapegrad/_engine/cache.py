@@ -91,12 +91,16 @@ def _place(py_file):
     """The cache subdirectory of a kernel file: its package-relative directory
     ("tapegrad.ops"), or None for a file that is not tapegrad's."""
     path = os.path.realpath(py_file)
-    if os.path.dirname(path) == os.path.realpath(GENERATED_DIR):
+    if os.path.dirname(path) == _REAL_GENERATED:
         return "tapegrad.generated"
-    pkg = os.path.realpath(_PKG)
-    if not path.startswith(pkg + os.sep):
+    if not path.startswith(_REAL_PKG + os.sep):
         return None
-    return os.path.relpath(os.path.dirname(path), os.path.dirname(pkg)).replace(os.sep, ".")
+    return os.path.relpath(os.path.dirname(path),
+                           os.path.dirname(_REAL_PKG)).replace(os.sep, ".")
+
+
+_REAL_PKG = os.path.realpath(_PKG)     # (once: _place runs for every kernel declared)
+_REAL_GENERATED = os.path.realpath(GENERATED_DIR)
 
 
 class _PackageLocator(caching._CacheLocator):
