@@ -7,6 +7,7 @@ elements sit in the base's gradient). Advanced indexing becomes positions: row-m
 offsets into the indexed tensor, computed by NumPy (whose indexing rules PyTorch shares).
 """
 import numbers
+import warnings
 
 import numpy as np
 
@@ -211,46 +212,240 @@ def chunk(input, chunks, dim=0):
 
 
 # ---------------------------------------------------------------- x[key]
-def _is_advanced(k):
-    return isinstance(k, (Tensor, list, np.ndarray, bool, np.bool_))
+# An index key is first put in one canonical form, read as PyTorch reads it
+# (python_variable_indexing.cpp): a tuple whose items are Python ints, slices of ints,
+# None, and index arrays (NumPy int64 or bool arrays, or int64/bool tensors of one dim or
+# more; a bool scalar is a 0-d bool array). Ellipsis is spelled out as full slices once
+# the tensor's rank is known. Everything after that reads only this form, so a kind of
+# index is either understood here or refused here, never reinterpreted downstream.
+_INDEX_TYPES_MSG = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                    "Variables are valid indices (got {})")
+_FLOAT_INDEX_MSG = "tensors used as indices must be long, int, byte or bool tensors"
+_SEQ_AS_TUPLE_LIMIT = 32        # NumPy's legacy rule, which PyTorch keeps
 
 
-def _np_index(k, what="indices"):
+def _is_sequence(k):
+    return isinstance(k, (list, tuple, range, np.ndarray, str, bytes))
+
+
+def _sequence_as_tuple(key):
+    """PyTorch's (and old NumPy's) heuristic: a short non-tuple sequence holding a
+    sequence, tensor, slice, None or Ellipsis is a tuple of indices (x[[[0, 1], [2, 2]]]
+    is x[[0, 1], [2, 2]]), with a deprecation warning; any other is one index array."""
+    if not isinstance(key, (list, range)) or len(key) >= _SEQ_AS_TUPLE_LIMIT:
+        return False
+    return any(isinstance(k, (Tensor, slice)) or k is None or k is Ellipsis or _is_sequence(k)
+               for k in key)
+
+
+def _uint8_mask(a):
+    warnings.warn("indexing with dtype uint8 is deprecated, please use a dtype bool "
+                  "instead.", UserWarning, stacklevel=4)
+    return a.astype(np.bool_)
+
+
+def _array_index(a):
+    """A NumPy array used as an index, as PyTorch reads it (it converts the array to a
+    tensor first): bool and uint8 are masks, other integers and floats (truncated toward
+    zero, as PyTorch's conversion to long does) are int64 positions."""
+    if a.dtype == np.bool_:
+        return a
+    if a.dtype == np.uint8:
+        return _uint8_mask(a)
+    if a.dtype.kind in "iuf":
+        if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
+            raise IndexError("index arrays must hold finite numbers")
+        if a.ndim == 0:
+            return _int_item(int(a), "index")
+        return a.astype(np.int64)
+    raise IndexError(_INDEX_TYPES_MSG.format(f"numpy.ndarray of dtype {a.dtype}"))
+
+
+def _data_index(data):
+    """A (nested) list, tuple or range used as one index array, as PyTorch builds its index
+    tensor: all-bool data is a mask, all-uint8 a (deprecated) mask, anything else int64,
+    floats truncated toward zero; strings and other objects are refused."""
+    kinds = set()
+
+    def walk(v):
+        if isinstance(v, Tensor):
+            if v.dtype.is_floating_point:
+                kinds.add("f")
+            else:
+                kinds.add("b" if v.dtype is D.bool_ else "i")
+            return _numpy_view(v)
+        if isinstance(v, np.ndarray):
+            kinds.add({"b": "b", "u": "u8" if v.dtype == np.uint8 else "i"}.get(
+                v.dtype.kind, "f" if v.dtype.kind == "f" else "i" if v.dtype.kind == "i"
+                else "?"))
+            return v
+        if isinstance(v, (bool, np.bool_)):
+            kinds.add("b")
+            return bool(v)
+        if isinstance(v, np.uint8):
+            kinds.add("u8")
+            return int(v)
+        if isinstance(v, numbers.Integral):
+            kinds.add("i")
+            return int(v)
+        if isinstance(v, numbers.Real):
+            kinds.add("f")
+            return float(v)
+        if isinstance(v, (str, bytes)):
+            raise TypeError(f"new(): invalid data type '{type(v).__name__}'")
+        if isinstance(v, (list, tuple, range)):
+            return [walk(e) for e in v]
+        raise TypeError(f"Could not infer dtype of {type(v).__name__}")
+
+    values = walk(data)
+    if "?" in kinds:
+        raise IndexError(_FLOAT_INDEX_MSG)
+    try:
+        a = np.array(values, dtype=np.float64 if "f" in kinds else None)
+    except ValueError:
+        raise ValueError("an index given as a nested sequence must be rectangular (its "
+                         "lists at one depth all of one length)") from None
+    if a.dtype == object:
+        raise ValueError("an index given as a nested sequence must be rectangular (its "
+                         "lists at one depth all of one length)")
+    if kinds == {"b"}:
+        return a.astype(np.bool_)
+    if kinds == {"u8"}:
+        return _uint8_mask(a)
+    if a.size and a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise IndexError("index arrays must hold finite numbers")
+    return a.astype(np.int64)
+
+
+def _int_item(k, fn):
+    """A Python int index; one outside int64 can only be out of bounds."""
+    k = int(k)
+    if not -2 ** 63 <= k < 2 ** 63:
+        raise IndexError(f"{fn} {k} is out of range for a 64-bit index")
+    return k
+
+
+def _slice_item(k):
+    def part(v):
+        if v is None:
+            return None
+        if isinstance(v, Tensor):
+            if v.numel() != 1 or not (v.dtype is D.int64 or v.dtype is D.bool_):
+                raise TypeError("only integer tensors of a single element can be converted "
+                                "to an index")
+            return int(v.item())
+        if not hasattr(v, "__index__"):
+            raise TypeError("slice indices must be integers or None or have an __index__ "
+                            "method")
+        return _int_item(v.__index__(), "slice index")
+    s = slice(part(k.start), part(k.stop), part(k.step))
+    if s.step == 0:
+        raise ValueError("slice step cannot be zero")
+    if s.step is not None and s.step < 0:
+        raise ValueError("step must be greater than zero")
+    return s
+
+
+def _key_item(k):
+    """One item of a tuple key in canonical form (see above)."""
+    if k is None or k is Ellipsis:
+        return k
+    if isinstance(k, slice):
+        return _slice_item(k)
+    if isinstance(k, bool):
+        return np.array(k)
     if isinstance(k, Tensor):
         if k.dtype.is_floating_point:
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        return _numpy_view(k)
-    a = np.asarray(k)
-    if a.size == 0 and a.dtype.kind == "f":        # x[[]]
-        a = a.astype(np.int64)
-    if a.dtype.kind == "f":
-        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    if a.dtype == object:
-        raise IndexError(f"{what} must be integers, slices, None, Ellipsis or tensors")
-    return a
+            raise IndexError(_FLOAT_INDEX_MSG)
+        if k.ndim == 0:         # a 0-d tensor indexes like the Python value it holds
+            v = k.item()
+            return np.array(v) if k.dtype is D.bool_ else _int_item(v, "index")
+        return k
+    if isinstance(k, np.ndarray):
+        return _array_index(k)
+    if isinstance(k, np.bool_):         # (PyTorch refuses NumPy's bool scalar, too)
+        raise IndexError(_INDEX_TYPES_MSG.format("numpy.bool"))
+    if isinstance(k, numbers.Integral):
+        return _int_item(k, "index")
+    if isinstance(k, (list, tuple, range)):
+        return _data_index(k)
+    if isinstance(k, (str, bytes)):
+        raise TypeError(f"new(): invalid data type '{type(k).__name__}'")
+    name = type(k).__name__
+    if type(k).__module__ not in ("builtins", None):
+        name = f"{type(k).__module__.split('.')[0]}.{name}"
+    raise IndexError(_INDEX_TYPES_MSG.format(name))
+
+
+def _canonical_key(key):
+    """key as a tuple of canonical items (see above), Ellipsis still in place."""
+    if isinstance(key, tuple):
+        items = key
+    elif _sequence_as_tuple(key):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is "
+                      "deprecated (PyTorch will read it as one index tensor); use "
+                      "x[tuple(seq)] instead of x[seq].", UserWarning, stacklevel=3)
+        items = tuple(key)
+    else:
+        items = (key,)
+    return tuple(_key_item(k) for k in items)
+
+
+def _dims_used(k):
+    if k is None or k is Ellipsis:
+        return 0
+    if isinstance(k, (np.ndarray, Tensor)) and k.dtype in (np.bool_, D.bool_):
+        return k.ndim               # a mask covers its own dims (a bool scalar none)
+    return 1
+
+
+def _spell_out(key, nd):
+    """key with each Ellipsis replaced by the full slices it stands for, checked against
+    the tensor's rank."""
+    used = sum(_dims_used(k) for k in key)
+    if used > nd:
+        raise IndexError(f"too many indices for tensor of dimension {nd}")
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            out.extend([slice(None)] * (nd - used))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+def _is_advanced(k):
+    return isinstance(k, (Tensor, np.ndarray))
+
+
+def _as_array(k):
+    return _numpy_view(k) if isinstance(k, Tensor) else k
 
 
 def _numpy_key(key):
-    return tuple(_np_index(k) if _is_advanced(k) else k for k in key)
+    return tuple(_as_array(k) for k in key)
 
 
 def _positions(shape, key):
-    """Row-major offsets of x[key] into x (bounds checked here). As in PyTorch, integers,
-    slices, None and Ellipsis apply first (a view), then the index tensors index that
-    view with NumPy's rules, which PyTorch shares from there on."""
+    """Row-major offsets of x[key] into x (bounds checked here), key canonical and spelled
+    out. As in PyTorch, integers, slices and None apply first (a view); then the index
+    arrays index that view with NumPy's rules, which PyTorch shares from there on (a
+    bool scalar is a unit dim, added by the view, masked by a one-element mask)."""
     n = 1
     for s in shape:
         n *= s
     ar = np.arange(n, dtype=np.int64).reshape(shape)
-    key = _numpy_key(key)
     basic, rest = [], []
-    for k in key:
-        if isinstance(k, np.ndarray):
-            basic.append(slice(None))
+    for k in _numpy_key(key):
+        if isinstance(k, np.ndarray) and k.ndim == 0:
+            basic.append(None)
+            rest.append(k.reshape(1))
+        elif isinstance(k, np.ndarray):         # (a mask keeps the dims it covers)
+            basic.extend([slice(None)] * (k.ndim if k.dtype == np.bool_ else 1))
             rest.append(k)
-        elif k is Ellipsis or k is None or isinstance(k, slice):
+        elif k is None or isinstance(k, slice):
             basic.append(k)
-            rest.append(Ellipsis if k is Ellipsis else slice(None))
+            rest.append(slice(None))
         else:                                   # an integer: a select, gone from the view
             basic.append(k)
     try:
@@ -264,11 +459,7 @@ def _positions(shape, key):
 def _check_masks(shape, rest):
     nd = len(shape)
     d = 0
-    for i, k in enumerate(rest):
-        if k is Ellipsis:
-            d += nd - sum(1 if not isinstance(x, np.ndarray) or x.dtype != np.bool_ else x.ndim
-                          for x in rest if x is not Ellipsis)
-            continue
+    for k in rest:
         if isinstance(k, np.ndarray) and k.dtype == np.bool_:
             for j in range(k.ndim):
                 if d + j >= nd or k.shape[j] != shape[d + j]:
@@ -280,79 +471,57 @@ def _check_masks(shape, rest):
             d += 1
 
 
-def _as_tuple(key):
-    return key if isinstance(key, tuple) else (key,)
-
-
-def _scalar_index(k):
-    """A 0-d integer tensor indexes like an int (a view), as in PyTorch."""
-    if isinstance(k, Tensor) and k.ndim == 0 and k.dtype is D.int64:
-        return int(k.item())
-    return k
+def _index_key(self, key):
+    """The canonical, spelled-out form of key for tensor self."""
+    if self.ndim == 0 and isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python to "
+                         "convert a 0-dim tensor to a number")
+    return _spell_out(_canonical_key(key), self.ndim)
 
 
 def getitem(self, key):
-    if isinstance(key, slice) and self.ndim:          # x[a:b:c]: always a slice, as PyTorch
-        if key.step == 0:
-            raise ValueError("slice step cannot be zero")
+    if type(key) is slice and self.ndim:        # x[a:b:c]: the common case, one view
+        key = _slice_item(key)
         return _slice(self, 0, key.start, key.stop, 1 if key.step is None else key.step)
-    key = tuple(_scalar_index(k) for k in _as_tuple(key))
+    key = _index_key(self, key)
     if any(_is_advanced(k) for k in key):
         return _advanced(self, key)
     t = self
-    nd = self.ndim
-    used = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if used > nd:
-        raise IndexError(f"too many indices for tensor of dimension {nd}")
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     d = 0           # dim of the view built so far
     od = 0          # dim of self (for messages)
     for k in key:
-        if k is Ellipsis:
-            d += nd - used
-            od += nd - used
-        elif k is None:
+        if k is None:
             t = unsqueeze(t, d)
             d += 1
         elif isinstance(k, slice):
-            step = 1 if k.step is None else _int(k.step, "slice")
-            if step == 0:
-                raise ValueError("slice step cannot be zero")
-            start, stop, _ = (slice(k.start, k.stop, step).indices(t.shape[d]) if step > 0
-                              else (0, 0, 1))
-            if step <= 0 or not (start == 0 and stop == t.shape[d] and step == 1):
+            start, stop, step = k.indices(t.shape[d])
+            if not (start == 0 and stop == t.shape[d] and step == 1):
                 t = _slice(t, d, k.start, k.stop, step)
             d += 1
             od += 1
-        elif isinstance(k, (numbers.Integral, Tensor)) and not isinstance(k, bool):
-            i = _int(k, "index")
-            size = t.shape[d]
-            if not -size <= i < size:
-                raise IndexError(f"index {i} is out of bounds for dimension {od} with size {size}")
-            t = select(t, d, i)
-            od += 1
         else:
-            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
-                             f"byte Variables are valid indices (got {type(k).__name__})")
+            size = t.shape[d]
+            if not -size <= k < size:
+                raise IndexError(f"index {k} is out of bounds for dimension {od} with size {size}")
+            t = select(t, d, k)
+            od += 1
     return _alias(t) if t is self else t
 
 
 def _advanced(self, key):
     shape = list(self.shape)
-    if len(key) == 1 and not isinstance(key[0], (bool, np.bool_)):
+    if len(key) == 1:
         t = key[0]
-        if (isinstance(t, Tensor) and t.dtype is D.int64 and t.ndim >= 1 and shape
+        if (isinstance(t, Tensor) and t.dtype is D.int64 and shape
                 and self.dtype.is_floating_point and t.is_contiguous()
                 and t.ndim + len(shape) - 1 <= L.MAXD):
             # x[idx] with an index tensor: the kernel reads (and bounds-checks) the index
             # tensor itself; no positions are made and Python never reads its values
             out = list(t.shape) + shape[1:]
             return _wrap(run(BY_NAME["index_rows"], self._i, t._i, fargs=[len(out)] + out))
-        idx = _np_index(t)
-        if idx.dtype != np.bool_ and idx.ndim >= 1 and shape:       # x[idx]: rows
-            pos = _row_positions(shape, 0, idx)
-            return _take(self, "index", pos, t)
+        idx = _as_array(t)
+        if idx.dtype != np.bool_ and shape:                         # x[idx]: rows
+            return _take(self, "index", _row_positions(shape, 0, idx), t)
     # the first index tensor is the row's third input; a second one counts versions for
     # the saved positions (input 1: made here, never seen by the user), so a write into
     # either is refused; one more input slot each would be needed for a third and more
@@ -504,29 +673,28 @@ def masked_fill_(input, mask, value):
 def setitem(self, key, value):
     from ._promotion import to, bump_version
     from ._creation import tensor as make
-    key = _as_tuple(key)
+    if not (isinstance(value, Tensor) or _is_scalar(value)):
+        raise TypeError(f"can't assign a {type(value).__name__} to a tapegrad tensor")
+    key = _index_key(self, key)
     if not self.dtype.is_floating_point:
+        pos = _positions(list(self.shape), key)
         v = _numpy_view(value) if isinstance(value, Tensor) else value
-        _numpy_view(self)[_numpy_key(key)] = v
+        _value_shape(v, pos.shape)
+        a = _numpy_view(self)
+        flat = a.reshape(-1) if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(-1)
+        flat[pos] = np.reshape(v, np.shape(v)[max(np.ndim(v) - pos.ndim, 0):])
+        if not a.flags.c_contiguous:
+            a[...] = flat.reshape(a.shape)
         bump_version(self)
         return
     pos = _positions(list(self.shape), key)
     if isinstance(value, Tensor):
         v = to(value, self.dtype)
-    elif _is_scalar(value):
-        v = _constant(lambda: make(float(value), dtype=self.dtype))
     else:
-        raise TypeError(f"can't assign a {type(value).__name__} to a tapegrad tensor")
-    try:
-        np.broadcast_shapes(tuple(v.shape), pos.shape)
-        if len(v.shape) > len(pos.shape):       # PyTorch drops leading 1s of the value
-            extra = len(v.shape) - len(pos.shape)
-            if any(s != 1 for s in v.shape[:extra]):
-                raise ValueError
-            v = v.reshape(v.shape[extra:])
-    except ValueError:
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
-                           f"broadcast to indexing result of shape {list(pos.shape)}") from None
+        v = _constant(lambda: make(float(value), dtype=self.dtype))
+    _value_shape(v, pos.shape)
+    if len(v.shape) > len(pos.shape):           # PyTorch drops leading 1s of the value
+        v = v.reshape(v.shape[len(v.shape) - len(pos.shape):])
     advanced = any(_is_advanced(k) for k in key)
     try:        # a basic key writes through a view: PyTorch's CopySlices
         _put(self, pos, v, op="index_put" if advanced else "copy_slices")
@@ -536,6 +704,20 @@ def setitem(self, key, value):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.") from None
         raise
+
+
+def _value_shape(v, shape):
+    """Refuse a value that does not broadcast to the indexing result's shape (PyTorch
+    also drops a value's leading unit dims)."""
+    vs = tuple(np.shape(v))
+    extra = max(len(vs) - len(shape), 0)
+    try:
+        if any(s != 1 for s in vs[:extra]):
+            raise ValueError
+        np.broadcast_shapes(vs[extra:], tuple(shape))
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(vs)} cannot be "
+                           f"broadcast to indexing result of shape {list(shape)}") from None
 
 
 def _put(self, pos, v, accumulate=False, op="index_put"):
@@ -633,8 +815,15 @@ def _saved_counts_with(r, saved_col, version_col, t):
 
 def index_put_(self, indices, values, accumulate=False):
     from ._promotion import to
-    _put(self, _positions(list(self.shape), tuple(indices)), to(values, self.dtype),
-         accumulate)
+    if not isinstance(indices, (tuple, list)) or not all(isinstance(k, Tensor) or k is None
+                                                          for k in indices):
+        raise TypeError("index_put_(): argument 'indices' must be tuple of Tensors")
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put_(): argument 'values' must be Tensor, not "
+                        f"{type(values).__name__}")
+    key = _spell_out(tuple(slice(None) if k is None else _key_item(k) for k in indices),
+                     self.ndim)
+    _put(self, _positions(list(self.shape), key), to(values, self.dtype), accumulate)
     return self
 
 
@@ -662,7 +851,8 @@ def copy_(self, src, non_blocking=False):
         _numpy_view(self)[...] = _numpy_view(src)
         bump_version(self)
         return self
-    _put(self, _positions(list(shape), (Ellipsis,)), to(src, self.dtype))
+    _put(self, _positions(list(shape), (slice(None),) * len(shape)),
+         to(src, self.dtype))
     return self
 
 

@@ -1019,7 +1019,8 @@ def _inplace_check(C, op, a, b, grad_on, record):
         if M[a, M_FLAGS] & (FL_VIEW | FL_PLAINVIEW) and record:
             return E_VIEW_INPLACE
     for d in range(M[a, M_NDIM]):
-        if (M[a, M_STRIDE + d] == 0 and M[a, M_SHAPE + d] > 1
+        # (an empty tensor has no elements to share memory, whatever its strides)
+        if (M[a, M_STRIDE + d] == 0 and M[a, M_SHAPE + d] > 1 and M[a, M_NUMEL] > 0
                 and not opinfo_of(C)[op, O_FLAGS] & OF_OVERLAP_OK):
             return E_SELF_OVERLAP
     if b >= 0 and _ranges_overlap(C, a, b):
