@@ -41,7 +41,10 @@ def tensor_repr(t, values):
         body = np.array2string(values, separator=", ", formatter=fmt, prefix="tensor(",
                                threshold=1000, edgeitems=3, max_line_width=80)
     extra = []
-    if dt.name not in ("float32", "int64", "bool"):
+    if values.size == 0 and values.ndim != 1:       # PyTorch shows an empty tensor's shape
+        extra.append(f"size={tuple(values.shape)}")
+    # (an empty tensor's values cannot show an int or bool dtype, so PyTorch names it)
+    if dt.name not in (("float32",) if values.size == 0 else ("float32", "int64", "bool")):
         extra.append(f"dtype=tapegrad.{dt.name}")
     try:
         fn = t.grad_fn
