@@ -1,5 +1,6 @@
 """The shortcuts through Numba's compile-time overhead (tapegrad._engine.compile_speed)
-give Numba's own answers."""
+give Numba's own answers, and apply to tapegrad's own compiles alone: a user's @njit
+functions compile, cache and load as without tapegrad."""
 import importlib.util
 import json
 import os
@@ -13,7 +14,15 @@ from numba.core import errors
 from numba.core.compiler import Flags
 from numba.extending import overload
 
-import tapegrad  # noqa: F401  (installs the shortcuts)
+import tapegrad  # noqa: F401
+from tapegrad._engine.compile_speed import shortcuts
+
+
+@pytest.fixture
+def inside():
+    """The shortcuts in place, as during one of tapegrad's compiles."""
+    with shortcuts():
+        yield
 
 
 def _numba_values(flags):
@@ -35,7 +44,7 @@ def _flag_cases():
     return [plain, explicit_default, nrt, nrt_copy, boundscheck, both]
 
 
-def test_flags_values_hash_and_equality_match_numbas_definitions():
+def test_flags_values_hash_and_equality_match_numbas_definitions(inside):
     cases = _flag_cases()
     for a in cases:
         assert a.values() == _numba_values(a)
@@ -59,7 +68,7 @@ def _isnan_by_self_compare_impl(x):
     return impl
 
 
-def test_an_overload_resolved_again_under_other_flags_keeps_each_callers_implementation():
+def test_an_overload_resolved_again_under_other_flags_keeps_each_callers_implementation(inside):
     """The overload inherits the caller's fastmath. A plain caller typed after a
     fastmath one resolves from the memo, and must get the plain implementation back."""
     @njit
@@ -80,7 +89,7 @@ def test_an_overload_resolved_again_under_other_flags_keeps_each_callers_impleme
     assert plain_after(1.0) is False
 
 
-def test_subscripts_type_as_before_and_failures_still_raise_numbas_error():
+def test_subscripts_type_as_before_and_failures_still_raise_numbas_error(inside):
     @njit
     def pick(a, i, j):
         a[i] = a[j] * 2.0
@@ -98,7 +107,7 @@ def test_subscripts_type_as_before_and_failures_still_raise_numbas_error():
             bad(np.arange(3.0))
 
 
-def test_the_memo_returns_numbas_signature():
+def test_the_memo_returns_numbas_signature(inside):
     from numba.core.registry import cpu_target
     import operator
     ctx = cpu_target.typing_context
@@ -109,33 +118,116 @@ def test_the_memo_returns_numbas_signature():
     assert first == again and first.return_type == types.float64
 
 
+_NUMBAS_OWN = """
+from numba.core import targetconfig, errors, caching, compiler_machinery as cm, event
+from numba.core.types.functions import BaseFunction
+from llvmlite.binding import ffi
+shell = getattr(errors, 'ColorShell', None)
+print(json.dumps([targetconfig.TargetConfig.__eq__.__module__,
+                  BaseFunction.get_call_type.__module__,
+                  shell.__module__ if shell else '-',
+                  cm.PassManager.dependency_analysis.__module__,
+                  event.install_timer.__module__,
+                  [c.__qualname__ for c in caching.CompileResultCacheImpl._locator_classes],
+                  [a.__module__ for a, _ in ffi.lib._lock._cblist],
+                  caching.Cache.load_overload.__module__]))
+"""
+
+
 @pytest.mark.parametrize("setting", ["0", "1"])
-def test_setting_the_variable_to_0_leaves_numba_unchanged(setting):
-    # (errors.ColorShell exists only where colorama is installed: "-" when it is not)
-    code = ("import tapegrad\nfrom numba.core import targetconfig, errors\n"
-            "from numba.core.types.functions import BaseFunction\n"
-            "from numba.core.caching import Cache\n"
-            "from numba.core import compiler_machinery as cm, event\n"
-            "shell = getattr(errors, 'ColorShell', None)\n"
-            "print(targetconfig.TargetConfig.__eq__.__module__, "
-            "BaseFunction.get_call_type.__module__, "
-            "shell.__module__ if shell else '-', "
-            "Cache.load_overload.__module__, cm.PassManager.dependency_analysis.__module__, "
-            "event.install_timer.__module__)")
+def test_the_shortcuts_are_in_place_only_inside_tapegrads_compiles(setting):
+    """After import and a compile, Numba's functions are its own; inside shortcuts()
+    they are tapegrad's, unless TAPEGRAD_NUMBA_SHORTCUTS=0."""
+    code = ("import json\nimport tapegrad as tg\n"
+            "from tapegrad._engine.compile_speed import shortcuts\n"
+            "x = tg.ones(3, requires_grad=True); (x * x).sum().backward()\n"
+            "def report():\n" + "".join("    " + line + "\n"
+                                        for line in _NUMBAS_OWN.strip().splitlines())
+            + "report()\nwith shortcuts():\n    report()\nreport()\n")
     env = dict(os.environ, TAPEGRAD_NUMBA_SHORTCUTS=setting)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True).stdout.split()
-    colorama = importlib.util.find_spec("colorama") is not None
+                         text=True, check=True).stdout.splitlines()
+    after_import, inside, after = (json.loads(line) for line in out)
+    numbas = ["numba.core.targetconfig", "numba.core.types.functions",
+              "numba.core.errors" if importlib.util.find_spec("colorama") else "-",
+              "numba.core.compiler_machinery", "numba.core.event"]
+    assert after_import[:5] == numbas and after == after_import
+    assert after_import[5][0].endswith("UserProvidedCacheLocator")   # Numba's list
+    assert not any("Package" in name for name in after_import[5])
+    assert "tapegrad" not in " ".join(after_import[6]) + after_import[7]
     ours = "tapegrad._engine.compile_speed"
-    numba_own = ["numba.core.targetconfig", "numba.core.types.functions", "numba.core.errors",
-                 "numba.core.caching", "numba.core.compiler_machinery", "numba.core.event"]
-    expected = [ours] * 6 if setting == "1" else numba_own
-    if not colorama:
-        expected[2] = "-"
-    assert out == expected
+    if setting == "0":
+        assert inside == after_import
+    else:
+        assert inside[:2] == [ours, ours] and inside[3:5] == [ours, ours]
+        assert inside[2] in (ours, "-") and ours in inside[6]
 
 
-def test_each_pipeline_gets_numbas_pass_dependencies_in_its_own_copy():
+_USER_PROGRAM = """
+import ctypes, json, os, sys
+calls = []                            # who looks up glibc's mallopt, the only call that
+_lookup = ctypes.CDLL.__getattr__     # changes malloc's settings at run time
+
+
+def _watched(self, name):
+    if name == "mallopt":
+        calls.append(name)
+    return _lookup(self, name)
+
+
+ctypes.CDLL.__getattr__ = _watched
+import numba
+from numba.core import caching, targetconfig
+from numba.core.types.functions import BaseFunction
+if sys.argv[1] == "tapegrad":
+    import tapegrad as tg
+    x = tg.ones(3, requires_grad=True); (x * x).sum().backward()
+import user_fn
+value = user_fn.f(3.0)
+print(json.dumps(dict(
+    value=value, cache_dir=numba.config.CACHE_DIR,
+    get_call_type=BaseFunction.get_call_type.__qualname__,
+    hash=targetconfig.TargetConfig.__hash__.__qualname__,
+    locators=[c.__qualname__ for c in caching.CompileResultCacheImpl._locator_classes],
+    cache_class=type(user_fn.f._cache).__qualname__,
+    cache_path=os.path.realpath(user_fn.f._cache._cache_path),
+    hits=sum(user_fn.f.stats.cache_hits.values()),
+    misses=sum(user_fn.f.stats.cache_misses.values()),
+    mallopt=calls)))
+"""
+
+
+def test_a_users_njit_function_compiles_caches_and_loads_as_without_tapegrad(tmp_path):
+    """The same program, with and without tapegrad imported (and a tapegrad backward run):
+    the user's cached @njit function finds the same cache directory, locators and cache
+    class, compiles once and loads the second time, with Numba's own typing functions in
+    place; and nothing looks up glibc's mallopt (TAPEGRAD_MALLOPT=1 would)."""
+    (tmp_path / "user_fn.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x * x + 1.0\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("TAPEGRAD_MALLOPT", None)
+    runs = {}
+    for who in ("numba", "tapegrad"):
+        for attempt in ("compiles", "loads"):
+            out = subprocess.run([sys.executable, "-c", _USER_PROGRAM, who], env=env,
+                                 cwd=tmp_path, capture_output=True, text=True, check=True)
+            runs[who, attempt] = json.loads(out.stdout)
+        for p in (tmp_path / "__pycache__").glob("user_fn.f-*"):
+            p.unlink()                  # the second program compiles afresh too
+    for attempt in ("compiles", "loads"):
+        assert runs["tapegrad", attempt] == runs["numba", attempt]
+    assert runs["numba", "compiles"]["misses"] == 1 and runs["numba", "loads"]["hits"] == 1
+    assert runs["numba", "loads"]["value"] == 10.0 and runs["numba", "loads"]["mallopt"] == []
+    assert runs["numba", "loads"]["cache_class"] == "FunctionCache"
+    env["TAPEGRAD_MALLOPT"] = "1"           # the watch sees the opt-in tuning
+    out = subprocess.run([sys.executable, "-c", _USER_PROGRAM, "tapegrad"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["mallopt"] == ["mallopt"]
+
+
+def test_each_pipeline_gets_numbas_pass_dependencies_in_its_own_copy(inside):
     from numba.core import compiler_machinery as cm
     from numba.core.compiler import DefaultPassBuilder, StateDict
     state = StateDict()
@@ -154,7 +246,7 @@ def test_each_pipeline_gets_numbas_pass_dependencies_in_its_own_copy():
     assert again == numbas(pipelines[0]) and all("edited" not in d for d in again.values())
 
 
-def test_compile_timers_and_llvm_lock_listeners_see_what_numba_reports():
+def test_compile_timers_and_llvm_lock_listeners_see_what_numba_reports(inside):
     """Each compile's metadata still times its LLVM work (within its compile-lock time),
     a listener registered on the lock's events still gets each start and its end, and
     a timer over an explicit LLVM call reports it."""
@@ -191,10 +283,10 @@ _FULL_REFRESH_ONLY = "numba.np.polynomial.polynomial_core"
 
 _USER_KERNELS = """
 import numpy as np
-from numba import njit
+from tapegrad._engine.lowlevel import jit_entry
 
 
-@njit(cache=True)
+@jit_entry
 def mixed(a, b, word):
     seen = {}
     for i in range(a.shape[0]):
@@ -227,9 +319,9 @@ print(json.dumps(dict(value=value, hash_ok=word_hash == hash("tapegrad"),
 
 
 def test_a_cached_function_loads_without_the_registries_and_runs(tmp_path):
-    """A user's cached function with a dict of tuples, str hashing (the hash secrets'
-    symbols), np.dot (BLAS through SciPy, found at run time) and np.sum: loaded in a
-    fresh process through the light path, it gives the values it gave when compiled, and
+    """A kernel declared as tapegrad's (so cached by its KernelCache) with a dict of
+    tuples, str hashing (the hash secrets' symbols), np.dot (BLAS through SciPy, found at
+    run time) and np.sum: loaded in a fresh process through the light path, it gives the values it gave when compiled, and
     a function compiled afterwards still finds every implementation."""
     (tmp_path / "user_kernels.py").write_text(_USER_KERNELS)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),

@@ -20,10 +20,10 @@ import os
 
 import numpy as np
 from llvmlite import binding as ll
-from numba import types, carray, cfunc
+from numba import types, carray
 from numba.extending import overload
 
-from .lowlevel import jit, ptr_f32, ptr_f64, OVERLOAD_OPTIONS
+from .lowlevel import jit, cfunc, ptr_f32, ptr_f64, OVERLOAD_OPTIONS
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 

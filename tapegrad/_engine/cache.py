@@ -2,10 +2,12 @@
 
 Numba revalidates a cached function only against its own file, so a kernel that inlines
 helpers from another module would load stale code after an upgrade. We key the cache
-directory by a hash of every kernel source file and the Numba version instead, and set it
-only while our own kernels are declared, leaving the user's Numba cache alone. Inside that
-directory a kernel's entries are found by the file's place in the package, not by its
-absolute path as Numba's own locators do: a clone or install elsewhere loads them.
+directory by a hash of every kernel source file and the Numba version instead. Inside
+that directory a kernel's entries are found by the file's place in the package, not by
+its absolute path as Numba's own locators do: a clone or install elsewhere loads them.
+All of it is tapegrad's own cache class (KernelCache), which only tapegrad's dispatchers
+and cfuncs use (lowlevel): Numba's settings and locators, and so a user's own cached
+functions, are left as they are.
 """
 import contextlib
 import functools
@@ -17,9 +19,11 @@ import tempfile
 import numba
 from numba.core import caching
 
+from . import compile_speed
+
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _KERNEL_DIRS = ("_engine", "ops", "optim", "replay")
-_NOT_KERNELS = {"state.py", "cache.py", "__init__.py", "optimizer.py",
+_NOT_KERNELS = {"state.py", "cache.py", "sizes.py", "__init__.py", "optimizer.py",
                 "lr_scheduler.py", "recorder.py", "plan.py",
                 "compiled.py"}  # pure Python: no compiled code
 
@@ -69,16 +73,19 @@ GENERATED_DIR = os.path.join(CACHE_DIR, "generated")
 os.makedirs(GENERATED_DIR, exist_ok=True)
 
 
+_ROOT = [None]      # the keyed directory kernels declared now cache in (kernel_cache)
+
+
 @contextlib.contextmanager
 def kernel_cache(engine=False):
     """Declare kernels inside this block so their cache lands in CACHE_DIR (or, for the
     engine core, ENGINE_CACHE_DIR)."""
-    old = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = ENGINE_CACHE_DIR if engine else CACHE_DIR
+    old = _ROOT[0]
+    _ROOT[0] = ENGINE_CACHE_DIR if engine else CACHE_DIR
     try:
         yield
     finally:
-        numba.config.CACHE_DIR = old
+        _ROOT[0] = old
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,9 +135,9 @@ class _PackageLocator(caching._CacheLocator):
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        root = numba.config.CACHE_DIR
-        if root not in (CACHE_DIR, ENGINE_CACHE_DIR) or not os.path.exists(py_file):
-            return None         # not one of our kernels: Numba's own locators
+        root = _ROOT[0]
+        if root is None or not os.path.exists(py_file):
+            return None         # declared outside kernel_cache(): Numba's own locators
         place = _place(py_file)
         if place is None:
             return None
@@ -142,6 +149,15 @@ class _PackageLocator(caching._CacheLocator):
         return self
 
 
-_LOCATORS = getattr(caching, "CacheImpl", None) or caching._CacheImpl    # (older Numba)
-if _PackageLocator not in _LOCATORS._locator_classes:
-    _LOCATORS._locator_classes.insert(0, _PackageLocator)
+class _KernelCacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [_PackageLocator, *caching.CompileResultCacheImpl._locator_classes]
+
+
+class KernelCache(caching.FunctionCache):
+    """The cache of one of tapegrad's kernels: found by _PackageLocator under the keyed
+    directory, loaded by compile_speed's light load."""
+    _impl_class = _KernelCacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        self.load_overload = compile_speed.light_load_overload(self, self.load_overload)

@@ -1,5 +1,5 @@
 """Shortcuts through Numba's own overhead, each giving the same result: five in compiling,
-one in loading a cached function (``_light_cache_loads``, below).
+one in loading a cached function (``light_load_overload``, below).
 
 A cold start is Numba typing and lowering a few hundred functions, and a sampling
 profile of the engine core's compile (py-spy, op_entry and sweep) put a third of it in
@@ -24,22 +24,65 @@ work that repeats an answer Numba already has:
   15.1-17.5 s against 15.8-19.8 (five each, a slow host: within its noise).
 
 Together they took the engine core's cold compile from 18.3 to 14.6 s (mean of three
-alternated runs each; 19.0 -> 16.7 for the last two alone), and the cold demo
-(`python -m tapegrad demo --steps 2`, empty cache) from 23.2-23.4 to 16.1-20.1 s (three
-alternated runs each, 2026-11-24, a slow host). They apply to the whole
-process, the user's own Numba functions included, and change no compiled code (the
-machine code of op_entry, sweep and mul's and tanh's kernels, dumped with and without
-them, differs only in Numba's symbol-name counters); set
-TAPEGRAD_NUMBA_SHORTCUTS=0 to compile with Numba unchanged. Each checks that the Numba
-internals it relies on exist (numba 0.68's names) and leaves Numba alone where not.
+alternated runs each). They change no compiled code (the machine code of op_entry,
+sweep and mul's and tanh's kernels, dumped with and without them, differs only in
+Numba's symbol-name counters), and they apply to tapegrad's own compiles alone:
+``shortcuts()`` installs them while it holds Numba's compiler lock (so no other
+thread's compile runs meanwhile) and puts Numba's own functions back when it is left,
+and only tapegrad's dispatcher and cfunc classes (``lowlevel``) enter it. The light
+cache load is a method of tapegrad's cache class (``cache.KernelCache``). A user's own
+``@njit`` functions compile, cache and load exactly as without tapegrad.
+TAPEGRAD_NUMBA_SHORTCUTS=0 compiles tapegrad's kernels with Numba unchanged too. Each
+checks that the Numba internals it relies on exist (numba 0.68's names) and stays out
+where not.
 """
 import contextlib
 import os
 
 from numba.core import (caching, compiler_machinery, cpu, entrypoints, errors, event,
                         targetconfig)
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.runtime import rtsys
 from numba.core.types import functions as numba_functions
+
+ENABLED = os.environ.get("TAPEGRAD_NUMBA_SHORTCUTS", "1") != "0"
+# (holder, name or index, tapegrad's value, Numba's value): what shortcuts() swaps in
+_PATCHES = []
+
+
+def _patch(holder, key, ours):
+    numbas = holder[key] if isinstance(holder, list) else getattr(holder, key)
+    _PATCHES.append((holder, key, ours, numbas))
+
+
+def _put(holder, key, value):
+    if isinstance(holder, list):
+        holder[key] = value
+    else:
+        setattr(holder, key, value)
+
+
+_DEPTH = [0]
+
+
+@contextlib.contextmanager
+def shortcuts():
+    """Numba with the shortcuts, for one of tapegrad's own compiles (nested ones
+    included): entered under Numba's compiler lock, which every Numba compile takes, so
+    no other thread compiles meanwhile; on leaving the outermost, Numba's own functions
+    are back in place."""
+    with global_compiler_lock:
+        if _DEPTH[0] == 0:
+            for holder, key, ours, _ in _PATCHES:
+                _put(holder, key, ours)
+        _DEPTH[0] += 1
+        try:
+            yield
+        finally:
+            _DEPTH[0] -= 1
+            if _DEPTH[0] == 0:
+                for holder, key, _, numbas in reversed(_PATCHES):
+                    _put(holder, key, numbas)
 
 
 def _fast_target_config():
@@ -72,7 +115,9 @@ def _fast_target_config():
         defaults(type(self))
         return type(self)._tg_hash
 
-    T.values, T.__eq__, T.__hash__ = values, __eq__, __hash__
+    _patch(T, "values", values)
+    _patch(T, "__eq__", __eq__)
+    _patch(T, "__hash__", __hash__)
 
 
 def _memoize_call_types():
@@ -109,7 +154,7 @@ def _memoize_call_types():
         impl_keys[sig.args] = impl_key
         return sig
 
-    F.get_call_type = get_call_type
+    _patch(F, "get_call_type", get_call_type)
 
 
 def _quiet_color_shell():
@@ -122,10 +167,10 @@ def _quiet_color_shell():
 
             def __exit__(self, *exc):
                 pass
-        errors.ColorShell = ColorShell
+        _patch(errors, "ColorShell", ColorShell)
 
 
-def _light_cache_loads():
+def light_load_overload(cache, full_load):
     """Loading a cached function begins with target_context.refresh(), which imports and
     installs every registry of Numba's CPU target: numba.np.arraymath (which imports
     SciPy to check for a BLAS), npyimpl, linalg, random, polynomial, the typed containers,
@@ -134,27 +179,25 @@ def _light_cache_loads():
     those tables: it is machine code, linked against symbols, and the only symbols the
     imports add are the NRT's (rtsys.initialize, refresh's first step), the hash secrets
     numba.cpython.hashing installs and any extension's (its entry point). So a cache load
-    does just those three; every compile still refreshes in full first
-    (CompilerBase.__init__), as does a lowering lookup that misses
-    (BaseContext.get_function)."""
+    of one of tapegrad's kernels does just those three (cache.KernelCache calls this);
+    every compile still refreshes in full first (CompilerBase.__init__), as does a
+    lowering lookup that misses (BaseContext.get_function). Returns the load, or
+    full_load where the Numba internals it needs are missing."""
     C = caching.Cache
-    if not all(hasattr(C, name) for name in
-               ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")):
-        return
-    if not (hasattr(rtsys, "initialize") and hasattr(entrypoints, "init_all")):
-        return
-    full_load = C.load_overload
+    if not (ENABLED and hasattr(C, "_load_overload")
+            and hasattr(C, "_guard_against_spurious_io_errors")
+            and hasattr(rtsys, "initialize") and hasattr(entrypoints, "init_all")):
+        return full_load
 
-    def load_overload(self, sig, target_context):
+    def load_overload(sig, target_context):
         if type(target_context) is not cpu.CPUContext:
-            return full_load(self, sig, target_context)
+            return full_load(sig, target_context)
         rtsys.initialize(target_context)
         import numba.cpython.hashing  # noqa: F401  (its symbols)
         entrypoints.init_all()
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-
-    C.load_overload = load_overload
+        with cache._guard_against_spurious_io_errors():
+            return cache._load_overload(sig, target_context)
+    return load_overload
 
 
 def _memoize_pass_dependencies():
@@ -180,7 +223,7 @@ def _memoize_pass_dependencies():
         return {pass_class: set(deps) for pass_class, deps in found.items()}
 
     dependency_analysis.numbas = analyse
-    P.dependency_analysis = dependency_analysis
+    _patch(P, "dependency_analysis", dependency_analysis)
 
 
 _LLVM_LOCK = "numba:llvm_lock"
@@ -256,14 +299,13 @@ def _light_llvm_lock_events():
             listener._duration = clock.total - total
             callback(listener.duration)
 
-    cblist[numbas[0]] = (acquired, released)
-    event.install_timer = timed
+    _patch(cblist, numbas[0], (acquired, released))
+    _patch(event, "install_timer", timed)
 
 
-if os.environ.get("TAPEGRAD_NUMBA_SHORTCUTS", "1") != "0":
+if ENABLED:
     _fast_target_config()
     _memoize_call_types()
     _quiet_color_shell()
-    _light_cache_loads()
     _memoize_pass_dependencies()
     _light_llvm_lock_events()

@@ -5,11 +5,14 @@ table can grow (Python reallocates it and updates ctx) without recompiling anyth
 per-op kernels compiled on first use are called through a table of addresses.
 """
 from llvmlite import ir, binding as llvm
-from . import compile_speed  # noqa: F401  (before anything compiles)
 from numba import njit, types, carray
-from numba.core import cgutils, codegen as numba_codegen, compiler as numba_compiler
+from numba.core import cgutils, codegen as numba_codegen, compiler as numba_compiler, sigutils
+from numba.core.ccallback import CFunc
 from numba.core.extending import intrinsic
 from numba.core.registry import CPUDispatcher
+
+from .cache import KernelCache
+from .compile_speed import shortcuts
 
 from .layout import NCTX, MW, SW, RW, C_META, C_META_CAP, C_STOR, C_STOR_CAP, \
     C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, NKSLOT, \
@@ -67,7 +70,50 @@ def _unliteral(dispatcher):
     return dispatcher
 
 
-class _HelperDispatcher(CPUDispatcher):
+class _Dispatcher(CPUDispatcher):
+    """Every tapegrad kernel's dispatcher: cached in tapegrad's keyed directories
+    (cache.KernelCache), compiled with compile_speed's shortcuts. (Numba's own
+    dispatchers, a user's, are left as they are.)"""
+
+    def enable_caching(self):
+        self._cache = KernelCache(self.py_func)
+
+    def compile(self, sig):
+        with shortcuts():
+            return super().compile(sig)
+
+
+def _ours(dispatcher, cls=_Dispatcher, unliteral=True):
+    """A dispatcher njit made (without cache=True), as one of tapegrad's, cached."""
+    dispatcher.__class__ = cls
+    dispatcher.enable_caching()
+    return _unliteral(dispatcher) if unliteral else dispatcher
+
+
+class _CFunc(CFunc):
+    """A tapegrad kernel compiled as a C callback (cfunc, below)."""
+
+    def enable_caching(self):
+        self._cache = KernelCache(self._pyfunc)
+
+    def compile(self):
+        with shortcuts():
+            return super().compile()
+
+
+def cfunc(sig, *, cache=False, **options):
+    """numba.cfunc for tapegrad's kernels: cached in tapegrad's keyed directories and
+    compiled with its shortcuts (see _Dispatcher)."""
+    def compile_it(fn):
+        f = _CFunc(fn, sigutils.normalize_signature(sig), locals={}, options=options)
+        if cache:
+            f.enable_caching()
+        f.compile()
+        return f
+    return compile_it
+
+
+class _HelperDispatcher(_Dispatcher):
     """A helper compiled without Python or C wrappers has no entry point: a call from
     Python would jump to address 0, so it raises instead."""
 
@@ -143,9 +189,6 @@ if all(hasattr(numba_codegen.JITCodeLibrary, name) for name in (
     _NO_WRAPPERS["pipeline_class"] = _HelperCompiler
 
 
-def _helper(dispatcher):
-    dispatcher.__class__ = _HelperDispatcher
-    return _unliteral(dispatcher)
 
 
 # How an @overload implementation compiles (its jit_options): as a helper. Numba compiles
@@ -163,7 +206,7 @@ def jit(fn=None, *, fastmath=False):
     if fn is None:
         return lambda f: jit(f, fastmath=fastmath)
     extra = dict(fastmath=fastmath) if fastmath else {}
-    return _helper(njit(cache=True, **OVERLOAD_OPTIONS, **extra)(fn))
+    return _ours(njit(**OVERLOAD_OPTIONS, **extra)(fn), _HelperDispatcher)
 
 
 class _NativeDispatcher(_HelperDispatcher):
@@ -173,15 +216,19 @@ class _NativeDispatcher(_HelperDispatcher):
 def jit_native(fn):
     """jit for a helper called by its address (native_address, compiled on first need,
     like clone_entry): no wrappers, but its own machine code."""
-    d = njit(cache=True, error_model="numpy", no_cpython_wrapper=True,
-             no_cfunc_wrapper=True)(fn)
-    d.__class__ = _NativeDispatcher
-    return _unliteral(d)
+    return _ours(njit(error_model="numpy", no_cpython_wrapper=True,
+                      no_cfunc_wrapper=True)(fn), _NativeDispatcher)
 
 
 def jit_entry(fn):
     """jit for the functions Python calls (directly or through state._entry)."""
-    return _unliteral(njit(cache=True, error_model="numpy")(fn))
+    return _ours(njit(error_model="numpy")(fn))
+
+
+def jit_inline(fn):
+    """For a small float64 function that Numba inlines into its callers' IR
+    (inline="always"), cached as tapegrad's."""
+    return _ours(njit(error_model="numpy", inline="always")(fn), unliteral=False)
 
 
 def has_entry(dispatcher):

@@ -393,16 +393,15 @@ def _default_threads():
 
 
 def tune_malloc():
-    """Keep glibc from handing large freed blocks back to the OS between ops.
+    """Keep glibc from handing large freed blocks back to the OS between ops: opt-in
+    (TAPEGRAD_MALLOPT=1), since it changes malloc for the whole process.
 
     By default glibc serves blocks of a few MB by mmap, or from a heap it trims as soon as
     its free top passes twice the last such block; either way a loop over 1M-element
-    tensors gets fresh pages every op and pays a page fault per 4 KB: the float64
-    (sin(x)*exp(x)+x**2).sum() forward took 31 ms instead of 8. Fixed thresholds (32 MB,
-    glibc's largest, for mmap; 256 MB of free heap before trimming) make freed blocks
-    reusable (a caching allocator would do the same inside tapegrad only). Set
-    TAPEGRAD_MALLOPT=0 to leave malloc alone. Returns whether the settings were applied."""
-    if os.environ.get("TAPEGRAD_MALLOPT", "1") == "0":
+    tensors gets fresh pages every op and pays a page fault per 4 KB. Fixed thresholds
+    (32 MB, glibc's largest, for mmap; 256 MB of free heap before trimming) make freed
+    blocks reusable. Returns whether the settings were applied."""
+    if os.environ.get("TAPEGRAD_MALLOPT", "0") != "1":
         return False
     import ctypes
     import platform

@@ -12,10 +12,10 @@ Threads are started per call (about 20-40 us each) rather than kept in a pool: o
 loops of at least C_PAR_MIN elements per thread are split, where that is noise.
 """
 import numpy as np
-from numba import cfunc, types
+from numba import types
 
 from .layout import K_OK, D_N, D_ADDR, D_SPAN
-from .lowlevel import jit, i64_at, f32_at, f64_at, call_kernel
+from .lowlevel import jit, cfunc, i64_at, f32_at, f64_at, call_kernel
 
 _pthread_create = types.ExternalFunction(
     "pthread_create", types.int32(types.int64, types.int64, types.int64, types.int64))

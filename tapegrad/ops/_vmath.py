@@ -52,10 +52,10 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core.extending import intrinsic, overload
 
-from tapegrad._engine.lowlevel import jit, jit_reduction, OVERLOAD_OPTIONS
+from tapegrad._engine.lowlevel import jit, jit_inline, jit_reduction, OVERLOAD_OPTIONS
 
 
 def _bitcast(src, dst, irty):
@@ -276,18 +276,17 @@ def _cos32(x):
 
 
 # ---- float64 ------------------------------------------------------------------------
-# inline="always": LLVM would not inline the larger of these into a loop by itself, and a
-# call in the loop body stops vectorisation.
-_F64 = dict(cache=True, error_model="numpy", inline="always")
+# jit_inline (inline="always"): LLVM would not inline the larger of these into a loop by
+# itself, and a call in the loop body stops vectorisation.
 
 
-@njit(**_F64)
+@jit_inline
 def _pow2(kf):
     """2^k for an integral float k in [-1022, 1023], from its bits."""
     return _i64_as_f64((_f64_as_i64(kf + _MAGIC) + 1023) << 52)
 
 
-@njit(**_F64)
+@jit_inline
 def _exp64(x):
     xc = _select(x == x, min(max(x, -750.0), 710.0), x)   # e^-750 is 0, e^710 inf
     kf = np.rint(xc * _LOG2E)
@@ -302,7 +301,7 @@ def _exp64(x):
     return p * _pow2(k1) * _pow2(kf - k1)
 
 
-@njit(**_F64)
+@jit_inline
 def _two_sum(a, b):
     """(s, e): s = fl(a + b) and e its rounding error, exactly."""
     s = a + b
@@ -310,7 +309,7 @@ def _two_sum(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
-@njit(**_F64)
+@jit_inline
 def _reduce_pio2_64(x):
     """x = k*pi/2 + r + r_lo with |r| <= pi/4 (a little more for the rounding of k), valid
     for |k| <= 2^21: (r, r_lo, k as a float). The products k * _PIO2_1.._3 are exact,
@@ -327,7 +326,7 @@ def _reduce_pio2_64(x):
     return r, r_lo, kf
 
 
-@njit(**_F64)
+@jit_inline
 def _sin_cos_poly64(r, r_lo):
     """(sin(r + r_lo), cos(r + r_lo)) for |r| <~ pi/4, |r_lo| <~ 2^-53 |r|."""
     z = r * r
@@ -347,7 +346,7 @@ def _sin_cos_poly64(r, r_lo):
     return s, c
 
 
-@njit(**_F64)
+@jit_inline
 def _by_quadrant(kf, shift, s, c):
     """sin(x) for x = (k + shift) pi/2 + r, from s = sin r and c = cos r: c when k + shift
     is odd, else s, negated when (k + shift) mod 4 is 2 or 3. The bits of k come from
@@ -357,14 +356,14 @@ def _by_quadrant(kf, shift, s, c):
     return _i64_as_f64(_f64_as_i64(v) ^ ((k & 2) << 62))
 
 
-@njit(**_F64)
+@jit_inline
 def _sin64(x):
     r, r_lo, kf = _reduce_pio2_64(x)
     s, c = _sin_cos_poly64(r, r_lo)
     return _by_quadrant(kf, 0, s, c)
 
 
-@njit(**_F64)
+@jit_inline
 def _cos64(x):
     r, r_lo, kf = _reduce_pio2_64(x)
     s, c = _sin_cos_poly64(r, r_lo)
@@ -388,7 +387,7 @@ _ERF_B = (0.9994694198728131, 0.004324481894570263, -0.016422218751996606,
           -2.26720566478284e-05)
 
 
-@njit(**_F64)
+@jit_inline
 def _erf_small(z):
     """erf(x) / x, z = x^2."""
     a = _ERF_A
@@ -396,7 +395,7 @@ def _erf_small(z):
                           z, a[2]), z, a[1]), z, a[0])
 
 
-@njit(**_F64)
+@jit_inline
 def _erf_big(t):
     """erf(x), t = (|x| - 2.45) / 1.55 (Horner in three parts: no loop, which Numba's
     inliner mishandles here)."""
@@ -429,7 +428,7 @@ _SQRT_HALF_BITS = 0x3fe6a09e667f3bcd
 _MAGIC_BITS = 0x4338000000000000            # the bits of _MAGIC: + k and back gives k
 
 
-@njit(**_F64)
+@jit_inline
 def _log_series(z):
     """R(z) / z: the Taylor coefficients 2/3 .. 2/23 of 2 atanh(s) / s - 2."""
     return _fma(_fma(_fma(_fma(_fma(_fma(_fma(_fma(_fma(_fma(_LG[10], z, _LG[9]), z,
@@ -437,7 +436,7 @@ def _log_series(z):
         _LG[1]), z, _LG[0])
 
 
-@njit(**_F64)
+@jit_inline
 def _log1p64(x):
     u = 1.0 + x
     ix = _f64_as_i64(u) - _SQRT_HALF_BITS

@@ -11,11 +11,9 @@ import importlib
 import re
 import types
 
-from numba import cfunc
-
 from .._engine import layout as L
 from .._engine.cache import kernel_cache
-from .._engine.lowlevel import KERNEL_SIG
+from .._engine.lowlevel import KERNEL_SIG, cfunc
 
 OPS = []          # index = opcode
 BY_NAME = {}
