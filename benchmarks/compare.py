@@ -1,7 +1,11 @@
 """tapegrad against its peers on the same workloads, as a Markdown table.
 
     python -m benchmarks.compare [--threads N] [--quick] [--only PATTERN] [--rounds R]
+                                 [--save]
     python benchmarks/compare.py ...
+
+--save also writes the report to benchmarks/results/ (machine-written, named by the
+run's date, commit and thread count): the place the project's performance claims cite.
 
 Peers: PyTorch eager, JAX (``jax.jit``) and hand-written NumPy forward+backward (the
 floor), each only if importable. Every workload is first run once on fresh state by
@@ -58,6 +62,8 @@ def parse_args(argv=None):
     p.add_argument("--only", metavar="PATTERN",
                    help="run only workloads whose key or title matches this regex")
     p.add_argument("--rounds", type=int, help="timing rounds (default 31, --quick 7)")
+    p.add_argument("--save", action="store_true",
+                   help="also write the report to benchmarks/results/")
     a = p.parse_args(argv)
     if a.threads < 1:
         p.error("--threads must be >= 1")
@@ -1261,8 +1267,26 @@ def main(argv=None):
     out += targets(ratios, args.threads)
     out.append(f"\nTotal wall time {_pc() - t_start:.0f} s.")
     print("\n".join(out))
+    if args.save:
+        log(f"saved to {save_report(out, args.threads)}")
     aborted = [wl.key for wl, samples, _ in results if samples is None]
     return 1 if aborted else 0
+
+
+def save_report(lines, threads):
+    """Write the report to benchmarks/results/<UTC date-time>-<commit>-<N>t.md."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                                capture_output=True, text=True).stdout.strip() or "nogit"
+    except OSError:
+        commit = "nogit"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M")
+    folder = os.path.join(REPO, "benchmarks", "results")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{stamp}-{commit}-{threads}t.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
 
 
 if __name__ == "__main__":

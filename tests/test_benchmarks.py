@@ -52,6 +52,16 @@ def test_compare_with_torch_compares_against_it(tmp_path):
     assert verdict == "met" or verdict.startswith("not met: ") and float(ratio) >= 0.5
 
 
+def test_save_writes_the_report_under_benchmarks_results(tmp_path, monkeypatch):
+    from benchmarks import compare
+    monkeypatch.setattr(compare, "REPO", str(tmp_path))
+    path = compare.save_report(["# report", "| a | b |"], 2)
+    assert os.path.dirname(path) == str(tmp_path / "benchmarks" / "results")
+    assert path.endswith("-2t.md")
+    with open(path) as f:
+        assert f.read() == "# report\n| a | b |\n"
+
+
 def test_compare_targets_say_met_or_by_how_much_not():
     sys.path.insert(0, ROOT)
     from benchmarks.compare import targets
