@@ -335,8 +335,14 @@ def tile(input, dims):
 
 
 def _tile_method(self, *dims):
+    """x.tile(2, 1) as well as x.tile((2, 1)): *dims as in PyTorch."""
+    if not dims:
+        raise TypeError('tile() missing 1 required positional arguments: "dims"')
     return tile(self, dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list))
                 else dims)
+
+
+_tile_method.__name__ = _tile_method.__qualname__ = "tile"
 
 
 def _roll1(t, shift, d):
@@ -586,9 +592,12 @@ def vsplit(input, indices_or_sections):
 
 
 def _varargs_split(fn):
+    """x.hsplit(1, 3) as well as x.hsplit([1, 3]) or x.hsplit(2): *args as in PyTorch."""
     def method(self, *args):
+        if not args:
+            raise _invalid(fn.__name__, (self,), ("int sections", "tuple of ints indices"))
         return fn(self, args[0] if len(args) == 1 else list(args))
-    method.__name__ = fn.__name__
+    method.__name__ = method.__qualname__ = fn.__name__
     return method
 
 
@@ -628,10 +637,11 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     _check(input, "nansum")
     dims = _reduce_dims(dim, keepdim, input.ndim, "nansum")
     if dtype is not None:
-        input = input.to(dtype)
-    if input.dtype.is_floating_point:
+        from ._promotion import as_dtype
+        dtype = as_dtype(dtype, "nansum")
+    if input.dtype.is_floating_point:       # (NaN counts as 0 before any cast, as in PyTorch)
         input = where(input != input, _const(0.0, input.dtype), input)
-    return input.sum(dims, keepdim)
+    return input.sum(dims, keepdim, dtype=dtype)     # (dtype=bool: a bool result, any())
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
@@ -641,6 +651,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     if not input.dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
                            f"but got {_type_name(input.dtype)}")
+    if dtype is not None:
+        from ._promotion import as_dtype
+        dtype = as_dtype(dtype, "nanmean")
     if dtype is not None and not dtype.is_floating_point:
         raise RuntimeError("nanmean(): could not infer output dtype. Optional dtype must be "
                            "either a floating point or complex dtype. Got: "

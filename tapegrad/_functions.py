@@ -8,8 +8,9 @@ import numpy as np
 
 from . import _dtype as D
 from ._engine import layout as L
+from ._engine import sizes as _sizes
 from ._engine.state import GRAD_MODE
-from .tensor import Tensor, E, run, _wrap, _dim, _OP, _CADDR
+from .tensor import Tensor, E, run, _wrap, _dim, _OP, _CADDR, not_tensor
 
 
 def _rebind():
@@ -122,20 +123,49 @@ def _run_reduction(op, a, mask, keepdim, flag):
     return r
 
 
+def _as(input, dtype, fn):
+    """input converted to a reduction's dtype= argument (checked as PyTorch does)."""
+    if dtype is None:
+        return input
+    from ._promotion import as_dtype, to
+    if not isinstance(input, Tensor):
+        raise not_tensor(fn, input)
+    return to(input, as_dtype(dtype, fn))
+
+
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    t = input if dtype is None else input.to(dtype)
+    t = input if dtype is None else _as(input, dtype, "sum")
+    if dtype is not None and t.dtype is D.bool_:     # a sum of bools in bool: any
+        from ._promotion import to
+        return to(_reduce(t, "sum", dim, keepdim, 0), D.bool_)
     return _reduce(t, "sum", dim, keepdim, 0)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
-    t = input if dtype is None else input.to(dtype)
+    t = input if dtype is None else _as(input, dtype, "mean")
+    if dtype is not None and not t.dtype.is_floating_point:
+        from ._promotion import _type_name
+        raise RuntimeError(f"mean(): could not infer output dtype. Optional dtype must be "
+                           f"either a floating point or complex dtype. Got: "
+                           f"{_type_name(t.dtype)}")
     return _reduce(t, "mean", dim, keepdim, 1)     # (an integer input: _int_reduce refuses)
+
+
+class _AllDims:
+    """The default dim of max(), min() and prod(): no dim given, distinct from an explicit
+    dim=None, which PyTorch refuses."""
+
+    def __repr__(self):
+        return "<all dims>"
+
+
+_ALL_DIMS = _AllDims()
 
 
 def _extreme(name, ret, flag):
     code = BY_NAME[name + "_dim"].opcode
 
-    def fn(input, dim=None, keepdim=False):
+    def fn(input, dim=_ALL_DIMS, keepdim=False):
         if dim.__class__ is int and isinstance(input, Tensor):
             # x.max(1): a float tensor, a dim in range, a non-empty line: one engine call
             # with the outputs read back (every check below would pass)
@@ -155,9 +185,18 @@ def _extreme(name, ret, flag):
                         outs = E.outs_mv
                         values, indices = outs[0], outs[1]
                         return ret(_wrap(values), _wrap(indices))
+        if not isinstance(input, Tensor):
+            raise not_tensor(name, input)
         if isinstance(dim, Tensor):             # max(a, b): elementwise
             from . import _math
             return (_math.maximum if name == "max" else _math.minimum)(input, dim)
+        if dim is _ALL_DIMS:
+            if keepdim is not False:
+                raise TypeError(f"{name}(): keepdim= needs a dim (PyTorch's max() and min() "
+                                "take keepdim only with dim)")
+            dim = None
+        else:
+            _dim(dim, input.ndim, name)     # (dim=None: PyTorch's TypeError)
         if not input.dtype.is_floating_point:
             return _int_extreme(input, name, ret, dim, keepdim)
         if dim is None:
@@ -219,7 +258,7 @@ amin = _amax_like("amin", 1)
 
 def matmul(input, other):
     if not isinstance(other, Tensor) or not isinstance(input, Tensor):
-        raise TypeError("matmul(): arguments must be Tensors")
+        _tensors("matmul", (input, "input"), (other, "other"))
     mv = E.meta_mv
     if mv[input._i * _MW + _MN] == 2 and mv[other._i * _MW + _MN] == 2:
         # matrices (every linear layer): the kernel checks the inner sizes and dtypes, and
@@ -272,7 +311,15 @@ def matmul(input, other):
 _MM = BY_NAME["mm"].opcode
 
 
+def _tensors(fn, *named):
+    """PyTorch's TypeError for a non-tensor among the (value, name) pairs named."""
+    for k, (value, name) in enumerate(named):
+        if not isinstance(value, Tensor):
+            raise not_tensor(fn, value, name, k + 1)
+
+
 def _checked(name, a, b):
+    _tensors(name, (a, "input"), (b, "vec" if name == "mv" else "mat2"))
     if a.ndim != 2 or b.ndim != (1 if name == "mv" else 2):
         raise RuntimeError(f"{name}: unexpected dims {a.ndim}D and {b.ndim}D")
     return matmul(a, b)
@@ -287,6 +334,7 @@ def mv(input, vec):
 
 
 def dot(input, other):
+    _tensors("dot", (input, "input"), (other, "tensor"))
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
@@ -308,6 +356,7 @@ def _resolve_shape(shape, numel, fn):
             s = shape[i] = int(s)
         if not isinstance(s, numbers.Integral) or isinstance(s, bool):
             raise TypeError(f"{fn}(): shape must be a sequence of ints, got {shape!r}")
+        _sizes.check_int64(s, fn, i + 1, "size" if fn == "view" else "shape")
         if s == -1:
             if infer is not None:
                 raise RuntimeError("only one dimension can be inferred")
@@ -329,10 +378,12 @@ def _resolve_shape(shape, numel, fn):
         raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
     if len(shape) > L.MAXD:
         raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims, got {len(shape)}")
+    _sizes.check_view(shape, contiguous=True)      # (0 elements allow any other size)
     return shape
 
 
 def view(self, *shape):
+    _tensors("view", (self, "input"))
     if len(shape) == 1 and isinstance(shape[0], D.dtype):
         raise NotImplementedError("view(dtype) is not supported")
     shape = _resolve_shape(shape, self.numel(), "view")
@@ -356,7 +407,9 @@ def _strided_view(t, shape, opname):
     return _view(t, opname, shape, new_st, off, _contiguous_strides(shape), 0)
 
 
-def reshape(input, *shape):
+def _reshape_method(input, *shape):
+    """Tensor.reshape: x.reshape(2, 3) or x.reshape((2, 3))."""
+    _tensors("reshape", (input, "input"))
     shape = _resolve_shape(shape, input.numel(), "reshape")
     if input.is_contiguous():
         return _wrap(run(BY_NAME["view"], input._i, iargs=[len(shape)] + shape))
@@ -367,9 +420,10 @@ def reshape(input, *shape):
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    _tensors("flatten", (input, "input"))
     nd = input.ndim
     if nd == 0:
-        return reshape(input, 1)
+        return _reshape_method(input, 1)
     s, e = _dim(start_dim, nd, "flatten"), _dim(end_dim, nd, "flatten")
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
@@ -379,16 +433,24 @@ def flatten(input, start_dim=0, end_dim=-1):
     n = 1
     for x in sh[s:e + 1]:
         n *= x
-    return reshape(input, sh[:s] + [n] + sh[e + 1:])
+    return _reshape_method(input, sh[:s] + [n] + sh[e + 1:])
 
 
 def _permute_run(opname, t, perm):
     return _wrap(run(BY_NAME[opname], t._i, iargs=perm))
 
 
-def permute(input, *dims):
+def _permute_method(input, *dims):
+    """Tensor.permute: x.permute(1, 0) or x.permute((1, 0))."""
+    _tensors("permute", (input, "input"))
+    if not dims:
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError(f"permute(): argument 'dims' must be tuple of ints, but found "
+                            f"element of type {type(d).__name__}")
     nd = input.ndim
     if len(dims) != nd:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
@@ -401,6 +463,7 @@ def permute(input, *dims):
 
 
 def transpose(input, dim0, dim1):
+    _tensors("transpose", (input, "input"))
     nd = input.ndim
     perm = list(range(nd))
     if nd == 0:
@@ -412,6 +475,7 @@ def transpose(input, dim0, dim1):
 
 
 def t(input):
+    _tensors("t", (input, "input"))
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return _permute_run("t", input, list(range(input.ndim))[::-1])
@@ -429,8 +493,16 @@ def _mT(self):
 
 
 def expand(self, *sizes):
+    _tensors("expand", (self, "input"))
+    if not sizes:
+        raise TypeError('expand() missing 1 required positional arguments: "size"')
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
+    for i, s in enumerate(sizes):
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"expand(): argument 'size' must be tuple of ints, but found "
+                            f"element of type {type(s).__name__}")
+        _sizes.check_int64(int(s), "expand", i + 1)
     sh = list(self.shape)
     nd, na = len(sizes), len(sh)
     if nd < na:
@@ -453,10 +525,12 @@ def expand(self, *sizes):
                                f"size ({cur}) at non-singleton dimension {d}.  Target sizes: "
                                f"{list(sizes)}.  Tensor sizes: {sh}")
         out.append(int(s))
+    _sizes.check_view(out)      # (a size below -1 too: PyTorch's count overflows there)
     return _wrap(run(BY_NAME["expand"], self._i, iargs=[nd] + out))
 
 
 def expand_as(self, other):
+    _tensors("expand_as", (self, "input"), (other, "other"))
     return expand(self, other.shape)
 
 
@@ -468,33 +542,45 @@ def repeat(self, *sizes):
         sizes = tuple(sizes[0])
     if not sizes:
         raise TypeError('repeat() missing 1 required positional arguments: "repeats"')
-    for r in sizes:
+    for i, r in enumerate(sizes):
         if not isinstance(r, numbers.Integral) or isinstance(r, bool):
             raise TypeError(f"repeat(): argument 'repeats' must be tuple of ints, but found "
                             f"element of type {type(r).__name__}")
+        _sizes.check_int64(int(r), "repeat", i + 1, "repeats")
     nd = len(sizes)
     if nd < self.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
                            "of dimensions of tensor")
     shape = [1] * (nd - self.ndim) + list(self.shape)
     out = [int(r) * s for r, s in zip(sizes, shape)]
-    if any(r < 0 for r in sizes):
-        first = next(n for n in out if n < 0)
-        raise RuntimeError(f"Trying to create tensor with negative dimension {first}: {out}")
+    if any(n < 0 for n in out):
+        raise _sizes.negative_dimension_error(out)
+    _sizes.check_new(out, self.dtype.itemsize)     # (the expands on the way are views)
     if nd >= L.MAXD and any(r != 1 for r in sizes):
         raise RuntimeError(f"repeat(): tapegrad tensors have at most {L.MAXD} dims, and "
                            f"repeating one of {nd} dims takes one more on the way")
-    x = reshape(self, shape)
+    x = _reshape_method(self, shape)
+    sizes = [int(r) for r in sizes]
+    if 0 in out:        # an empty result: made empty first, so that no expand on the way
+        d0 = out.index(0)   # counts more elements than int64 holds
+        if shape[d0]:
+            x, shape[d0] = x.narrow(d0, 0, 0), 0
+        sizes[d0] = 1
     for d, r in enumerate(sizes):
         if r != 1:
             head, tail = out[:d], shape[d:]
-            x = reshape(expand(reshape(x, head + [1] + tail), head + [int(r)] + tail),
+            x = _reshape_method(expand(_reshape_method(x, head + [1] + tail),
+                                       head + [int(r)] + tail),
                         out[:d + 1] + tail[1:])
-    # repeat always copies (a reshape alone could be a view of self)
-    return x.clone() if all(r == 1 for r in sizes) else x
+    # repeat always copies: a reshape of an expand is a view of self when its layout allows
+    # one (repeating size-1 dims)
+    if E.meta[x._i, L.M_SID] == E.meta[self._i, L.M_SID]:
+        x = x.clone()
+    return x
 
 
 def unbind(input, dim=0):
+    _tensors("unbind", (input, "input"))
     nd = input.ndim
     d = _dim(dim, nd, "unbind")
     if nd == 0:
@@ -511,13 +597,36 @@ def _generated(name):
     return getattr(Tensor, name)
 
 
+def _sequence_arg(fn, value, name):
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{fn}(): argument '{name}' (position 2) must be tuple of ints, not "
+                        f"{type(value).__name__}")
+    return value
+
+
+def reshape(input, shape):
+    """tapegrad.reshape(input, shape): PyTorch's function takes the shape as one sequence
+    (the method, x.reshape(2, 3), also as separate ints)."""
+    return _reshape_method(input, _sequence_arg("reshape", shape, "shape"))
+
+
+def permute(input, dims):
+    """tapegrad.permute(input, dims): one sequence, as PyTorch's function takes it."""
+    return _permute_method(input, _sequence_arg("permute", dims, "dims"))
+
+
+for _m, _name in ((_reshape_method, "reshape"), (_permute_method, "permute")):
+    _m.__name__ = _m.__qualname__ = _name       # (their messages name the method)
+del _m, _name
+
+
 def install():
     g = globals()
     T = Tensor
-    for name in ("sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "reshape",
-                 "flatten", "permute", "transpose", "t", "expand", "expand_as", "unbind",
-                 "repeat", "amax", "amin"):
+    for name in ("sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "flatten",
+                 "transpose", "t", "expand", "expand_as", "unbind", "repeat", "amax", "amin"):
         setattr(T, name, g[name])
+    T.reshape, T.permute = _reshape_method, _permute_method
     T.__matmul__ = matmul
     T.__rmatmul__ = lambda self, other: matmul(other, self)
     T.T = property(_T)

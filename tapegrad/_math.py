@@ -10,22 +10,39 @@ import numpy as np
 from . import _dtype as D
 from ._engine import layout as L
 from ._engine.state import GRAD_MODE
-from .tensor import Tensor, run, _wrap, _dim, _numpy_view, _binary_method
+from .tensor import (Tensor, run, _wrap, _dim, _numpy_view, _binary_method, not_tensor,
+                     _is_scalar)
 from .ops.registry import BY_NAME, OPS
+from ._functions import _ALL_DIMS
 
 
-def _check(input, fn):
+def _check(input, fn, name="input", position=None):
     if not isinstance(input, Tensor):
-        raise TypeError(f"{fn}(): argument 'input' must be Tensor, not {type(input).__name__}")
+        raise not_tensor(fn, input, name, position)
 
 
-def _float_input(input, fn, dtype=None):
+def _float_input(input, fn, dtype=None, kernel=None):
+    """input for an op computed in floating point, converted to dtype= (checked as
+    PyTorch does) first. An integer tensor is PyTorch's NotImplementedError when kernel
+    names PyTorch's kernel (softmax), else computed in float32 (logsumexp)."""
     _check(input, fn)
     if dtype is not None:
-        input = input.to(dtype)
+        from ._promotion import as_dtype, to
+        input = to(input, as_dtype(dtype, fn))
     if not input.dtype.is_floating_point:
+        if kernel is not None:
+            from ._promotion import _type_name
+            raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                      f"'{_type_name(input.dtype)}'")
         input = input.to(D.float32)
     return input
+
+
+def _int_dim(dim, fn):
+    """A dim PyTorch takes as an int only (None is its TypeError)."""
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{fn}(): argument 'dim' must be int, not {type(dim).__name__}")
+    return dim
 
 
 def _one_dim(dim, nd, fn):
@@ -48,34 +65,52 @@ def _along(opname, input, dim, keepdim=False, p2=0, p3=0, s=0.0):
 
 
 # ---------------------------------------------------------------- softmax family
-def _softmax_dim(input, dim, fn):
+def _softmax_dim(input, dim, fn, stacklevel=3):
     if dim is None:
         warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call "
-                      "to include dim=X as an argument.", UserWarning, stacklevel=3)
+                      "to include dim=X as an argument.", UserWarning, stacklevel=stacklevel)
         dim = 0 if input.ndim in (0, 1, 3) else 1
     return -1 if input.ndim == 0 else _dim(dim, input.ndim, fn)
 
 
-def softmax(input, dim=None, dtype=None, _stacklevel=3):
-    input = _float_input(input, "softmax", dtype)
-    return _along("softmax", input, _softmax_dim(input, dim, "softmax"), p2=0)
+def _softmax(name, p2):
+    """softmax and log_softmax as tapegrad.softmax(input, dim, dtype=None) and
+    Tensor.softmax(dim, dtype=None): dim an int, as PyTorch's; nn.functional's spelling
+    (dim optional: PyTorch's implicit choice, _stacklevel before dtype) calls them."""
+    def fn(input, dim, dtype=None):
+        input = _float_input(input, name, dtype, f"{name}_kernel_impl")
+        _int_dim(dim, name)
+        return _along(name, input, _softmax_dim(input, dim, name), p2=p2)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
-def log_softmax(input, dim=None, dtype=None, _stacklevel=3):
-    input = _float_input(input, "log_softmax", dtype)
-    return _along("log_softmax", input, _softmax_dim(input, dim, "log_softmax"), p2=1)
+softmax = _softmax("softmax", 0)
+log_softmax = _softmax("log_softmax", 1)
 
 
 def logsumexp(input, dim, keepdim=False):
     input = _float_input(input, "logsumexp")
+    if dim is None:
+        raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
     return _along("logsumexp", input, _one_dim(dim, input.ndim, "logsumexp"), keepdim, p2=2)
+
+
+def _reduction_dtype(input, dtype, fn):
+    """input in the dtype= of cumsum or prod (checked as PyTorch does)."""
+    if dtype is None:
+        return input
+    from ._promotion import as_dtype, to
+    return to(input, as_dtype(dtype, fn))
 
 
 def cumsum(input, dim, *, dtype=None):
     _check(input, "cumsum")
+    _int_dim(dim, "cumsum")
     d = -1 if input.ndim == 0 else _dim(dim, input.ndim, "cumsum")
-    if dtype is not None:
-        input = input.to(dtype)
+    input = _reduction_dtype(input, dtype, "cumsum")
+    if input.dtype is D.bool_:
+        raise NotImplementedError("\"cumsum_out_cpu\" not implemented for 'Bool'")
     if not input.dtype.is_floating_point:
         from ._promotion import from_array
         a = _numpy_view(input)
@@ -83,10 +118,19 @@ def cumsum(input, dim, *, dtype=None):
     return _along("cumsum", input, d)
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None):
     _check(input, "prod")
-    if dtype is not None:
-        input = input.to(dtype)
+    if dim is _ALL_DIMS:
+        if keepdim is not False:
+            raise TypeError("prod(): keepdim= needs a dim (PyTorch's prod() takes keepdim "
+                            "only with dim)")
+        dim = None
+    else:
+        _int_dim(dim, "prod")
+    input = _reduction_dtype(input, dtype, "prod")
+    if input.dtype is D.bool_ and dtype is not None:    # a product in bool: all()
+        ints = input.to(D.int64)
+        return (prod(ints) if dim is None else prod(ints, dim, keepdim)).to(D.bool_)
     if not input.dtype.is_floating_point:
         from ._promotion import from_array
         a = _numpy_view(input)
@@ -112,7 +156,9 @@ def _var_std(name, is_std):
     def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         if isinstance(dim, bool):           # var(x, False): the old unbiased position
             dim, unbiased = None, dim
-        input = _float_input(input, name)
+        _check(input, name)
+        if not input.dtype.is_floating_point:
+            raise RuntimeError("std and var only support floating point and complex dtypes")
         corr = _correction(unbiased, correction, name)
         return _along(name, input, _one_dim(dim, input.ndim, name), keepdim, corr, int(is_std))
     fn.__name__ = name
@@ -124,7 +170,19 @@ std = _var_std("std", True)
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
-    input = _float_input(input, "norm", dtype)
+    """Tensor.norm; tapegrad.norm is _norm_function (PyTorch's has out= before dtype)."""
+    from ._promotion import _type_name
+    _check(input, "norm")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
+                           f"as input. Got {_type_name(input.dtype)}")
+    if dtype is not None:
+        from ._promotion import as_dtype
+        dtype = as_dtype(dtype, "linalg_vector_norm")
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or "
+                               f"complex, but got {_type_name(dtype)}")
+        input = input.to(dtype)
     if p == "fro" or p is None:
         p = 2.0
     elif p == "nuc":
@@ -142,6 +200,17 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return _along("norm", input, d, keepdim, s=p)
 
 
+def _norm_function(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """tapegrad.norm: PyTorch's function takes out= (not supported here) before dtype, so
+    a positional dtype lands where PyTorch's does."""
+    if out is not None:
+        raise NotImplementedError("norm(): out= is not supported")
+    return norm(input, p, dim, keepdim, dtype)
+
+
+_norm_function.__name__ = _norm_function.__qualname__ = "norm"
+
+
 # ---------------------------------------------------------------- elementwise with arguments
 def _unary_param(opname, input, s=0.0, s2=None, inplace=False):
     flags = GRAD_MODE[0] | (L.OPF_INPLACE if inplace else 0)
@@ -149,11 +218,26 @@ def _unary_param(opname, input, s=0.0, s2=None, inplace=False):
     return input if inplace else _wrap(r)
 
 
-def clamp(input, min=None, max=None, _inplace=False):  # noqa: A002
-    _check(input, "clamp")
+def clamp(input, min=None, max=None):  # noqa: A002
+    return _clamp(input, min, max, False)
+
+
+def clamp_(input, min=None, max=None):  # noqa: A002
+    return _clamp(input, min, max, True)
+
+
+def _clamp(input, min, max, inplace):  # noqa: A002
+    _check(input, "clamp_" if inplace else "clamp")
+    for bound, what in ((min, "min"), (max, "max")):
+        if not (bound is None or isinstance(bound, Tensor) or _is_scalar(bound)):
+            raise TypeError(f"clamp(): argument '{what}' must be Number, not "
+                            f"{type(bound).__name__}")
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        if not all(b is None or isinstance(b, Tensor) for b in (min, max)):
+            raise TypeError("clamp(): min and max must both be numbers or both be tensors "
+                            "(PyTorch's clamp takes one form or the other)")
         if (min is None or min.numel() == 1) and (max is None or max.numel() == 1):
             min = None if min is None else min.item()
             max = None if max is None else max.item()
@@ -163,32 +247,32 @@ def clamp(input, min=None, max=None, _inplace=False):  # noqa: A002
     if not input.dtype.is_floating_point:
         from ._promotion import from_array, bump_version
         if isinstance(min, float) or isinstance(max, float):
-            if _inplace:
+            if inplace:
                 raise RuntimeError("result type Float can't be cast to the desired output "
                                    "type Long")
-            return clamp(input.to(D.float32), min, max)
+            return _clamp(input.to(D.float32), min, max, False)
         a = _numpy_view(input)
         r = np.clip(a, min, max)
-        if _inplace:
+        if inplace:
             a[...] = r
             bump_version(input)
             return input
         return from_array(np.asarray(r, dtype=a.dtype))
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
-    return _unary_param("clamp", input, lo, hi, _inplace)
-
-
-def clamp_(input, min=None, max=None):  # noqa: A002
-    return clamp(input, min, max, _inplace=True)
+    return _unary_param("clamp", input, lo, hi, inplace)
 
 
 def _clamp_one(opname, input, bound, inplace=False):
-    _check(input, opname)
+    _check(input, opname + ("_" if inplace else ""))
     if isinstance(bound, Tensor):
         bound = bound.item()
+    elif not _is_scalar(bound):
+        raise TypeError(f"{opname}(): argument '{opname[-3:]}' must be Number, not "
+                        f"{type(bound).__name__}")
     if not input.dtype.is_floating_point:
-        return clamp(input, **{opname[-3:]: bound}, _inplace=inplace)
+        lo, hi = (bound, None) if opname == "clamp_min" else (None, bound)
+        return _clamp(input, lo, hi, inplace)
     return _unary_param(opname, input, float(bound), inplace=inplace)
 
 
@@ -245,8 +329,8 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _unary_param("softplus", input, float(beta), float(threshold))
 
 
-maximum = _binary_method(BY_NAME["maximum"])
-minimum = _binary_method(BY_NAME["minimum"])
+maximum = _binary_method(BY_NAME["maximum"], named=True)
+minimum = _binary_method(BY_NAME["minimum"], named=True)
 
 
 def _tensor_pair(fn):
@@ -289,6 +373,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 # ---------------------------------------------------------------- outer / einsum
 def outer(input, vec2):
+    _check(input, "outer")
+    _check(vec2, "outer", "vec2", 2)
     if input.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"outer: expected 1D tensors, but got {input.ndim}D and "
                            f"{vec2.ndim}D tensors")
@@ -362,6 +448,10 @@ def _contract(a, sa, b, sb, out):
 
 
 def einsum(equation, *operands):
+    """einsum("ij,jk", a, b) or einsum("ij,jk", [a, b]): *operands as in PyTorch."""
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum(): argument 'equation' (position 1) must be str, not "
+                        f"{type(equation).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     for t in operands:
@@ -389,6 +479,16 @@ def einsum(equation, *operands):
     return t
 
 
+def view_as(self, other):
+    _check(other, "view_as", "other")
+    return self.view(other.shape)
+
+
+def reshape_as(self, other):
+    _check(other, "reshape_as", "other")
+    return self.reshape(other.shape)
+
+
 def install(g):
     T = Tensor
     for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
@@ -396,9 +496,10 @@ def install(g):
                  "maximum", "minimum"):
         setattr(T, name, globals()[name])
     T.clip, T.clip_ = clamp, clamp_
-    for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
+    for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std",
                  "clamp", "clamp_min", "clamp_max", "outer", "einsum"):
         g[name] = globals()[name] if name in globals() else getattr(T, name)
+    g["norm"] = _norm_function
     for op in OPS:          # every plain unary op of the table: tapegrad.log1p(x), ...
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
             g.setdefault(op.name, getattr(T, op.name))
@@ -406,8 +507,7 @@ def install(g):
     for name in ("atan2", "hypot", "fmod", "remainder", "logaddexp"):
         g[name] = getattr(T, name)
     g["bmm"], g["addmm"] = T.bmm, T.addmm = bmm, addmm
-    T.view_as = lambda self, other: self.view(other.shape)
-    T.reshape_as = lambda self, other: self.reshape(other.shape)
+    T.view_as, T.reshape_as = view_as, reshape_as
     g["arctan2"] = T.atan2
     g["maximum"] = _tensor_pair(maximum)
     g["minimum"] = _tensor_pair(minimum)

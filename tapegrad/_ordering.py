@@ -34,6 +34,7 @@ def _index(arr):
 
 
 def sort(input, dim=-1, descending=False, stable=False):
+    # (stable: tapegrad's sort always is, which stable=False allows)
     _check(input, "sort")
     if input.ndim == 0:
         return _sort_ret(input.clone(), _index(np.zeros((), np.int64)))

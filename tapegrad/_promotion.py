@@ -14,7 +14,7 @@ from . import _dtype as D
 from ._engine import layout as L
 from ._engine import core
 from ._engine.state import RECORDING
-from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim
+from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim, not_tensor
 from .ops.registry import BY_NAME
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
@@ -32,6 +32,16 @@ def promote_types(a, b):
         return a
     order = (D.bool_, D.int64, D.float32, D.float64)
     return a if order.index(a) > order.index(b) else b
+
+
+def _promote_types_api(type1, type2):
+    """tapegrad.promote_types(type1, type2): PyTorch's names, dtypes checked (the internal
+    promote_types also takes None, for "no dtype yet")."""
+    return promote_types(as_dtype(type1, "promote_types", "type1"),
+                         as_dtype(type2, "promote_types", "type2"))
+
+
+_promote_types_api.__name__ = _promote_types_api.__qualname__ = "promote_types"
 
 
 def _scalar_dtype(x):
@@ -73,32 +83,99 @@ def result_type(*operands):
     return _combine(dim, _combine(zero, wrapped))
 
 
+def _result_type_api(tensor, other):
+    """tapegrad.result_type(tensor, other), PyTorch's two operands (the internal
+    result_type takes any number)."""
+    return result_type(tensor, other)
+
+
+_result_type_api.__name__ = _result_type_api.__qualname__ = "result_type"
+
+
 # ---------------------------------------------------------------- conversions
-def _dtype_of(arg):
+_PYTHON_DTYPES = {float: D.float64, int: D.int64, bool: D.bool_}
+
+
+def is_dtype(arg):
+    """Whether arg stands for a dtype: a tapegrad dtype, or one of the Python types
+    PyTorch takes for one (float, int, bool)."""
+    return isinstance(arg, D.dtype) or (isinstance(arg, type) and arg in _PYTHON_DTYPES)
+
+
+def as_dtype(arg, fn, name="dtype"):
+    """A dtype argument as a tapegrad dtype: a dtype, or, as PyTorch takes them, the Python
+    types float (float64), int (int64) and bool; anything else (a string, a NumPy dtype,
+    a tensor, None where a dtype is required) is PyTorch's TypeError."""
     if isinstance(arg, D.dtype):
         return arg
+    if isinstance(arg, type) and arg in _PYTHON_DTYPES:
+        return _PYTHON_DTYPES[arg]
+    raise TypeError(f"{fn}(): argument '{name}' must be tapegrad.dtype, not "
+                    f"{type(arg).__name__}")
+
+
+def _dtype_of(arg):
+    if is_dtype(arg):
+        return as_dtype(arg, "to")
     if isinstance(arg, Tensor):
         return arg.dtype
     return None
 
 
-def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
-    """Tensor.to(dtype), to(other), to("cpu"), to(device, dtype)."""
-    for a in args:
-        d = _dtype_of(a)
-        if d is not None:
-            dtype = d
-        elif isinstance(a, str) or a is None:
-            device = a
-        else:
-            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+def _to_arguments(args, dtype, device, non_blocking, copy, flags=2):
+    """The (dtype, device, non_blocking, copy) of PyTorch's three to() forms: to(dtype,
+    non_blocking=False, copy=False), to(device=None, dtype=None, non_blocking=False,
+    copy=False), to(other, non_blocking=False, copy=False) (Module.to: flags=1, no copy);
+    anything else is PyTorch's TypeError (to() received an invalid combination of
+    arguments)."""
+    given = ", ".join([type(a).__name__ for a in args] + [
+        f"{k}={type(v).__name__}" for k, v in (("dtype", dtype), ("device", device))
+        if v is not None])
+
+    def invalid():
+        return TypeError(f"to() received an invalid combination of arguments - got ({given}), "
+                         "but expected one of: (tapegrad.dtype dtype, bool non_blocking, bool "
+                         "copy), (device device, tapegrad.dtype dtype, bool non_blocking, bool "
+                         "copy), (Tensor other, bool non_blocking, bool copy)")
+    rest = list(args)
+    if rest and (isinstance(rest[0], Tensor) or is_dtype(rest[0])):
+        if dtype is not None or device is not None:
+            raise invalid()
+        first = rest.pop(0)
+        dtype = first.dtype if isinstance(first, Tensor) else as_dtype(first, "to")
+    elif rest:
+        if device is not None:
+            raise invalid()
+        device = rest.pop(0)
+        if rest and not isinstance(rest[0], bool) and rest[0] is not None:
+            if dtype is not None or not is_dtype(rest[0]):
+                raise invalid()
+            dtype = rest.pop(0)
+        elif rest and rest[0] is None:          # to(device, None): no dtype
+            rest.pop(0)
+    if len(rest) > flags or not all(isinstance(a, bool) for a in rest):
+        raise invalid()
+    if rest:
+        non_blocking = rest.pop(0)
+    if rest:
+        copy = rest.pop(0)
+    if device is not None and not isinstance(device, (str, int)):
+        raise invalid()
+    return (None if dtype is None else as_dtype(dtype, "to")), device, non_blocking, copy
+
+
+def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
+    """Tensor.to(dtype), to(other), to("cpu"), to(device, dtype), each with non_blocking
+    and copy after (see _to_arguments); the dtype may be given as float, int or bool, as
+    in PyTorch. *args because PyTorch's to() is overloaded on its first argument."""
+    if args or dtype is not None or device is not None:
+        dtype, device, non_blocking, copy = _to_arguments(args, dtype, device, non_blocking,
+                                                          copy)
     if device is not None:
         from ._creation import check_device
         check_device(device, "to")
     if dtype is None or dtype is self.dtype:
         return self.clone() if copy else self
-    if not isinstance(dtype, D.dtype):
-        raise TypeError(f"to(): expected a tapegrad dtype, got {dtype!r}")
     src = self.dtype
     if src.is_floating_point and dtype.is_floating_point:
         return _wrap(run(BY_NAME["to_copy"], self._i, iargs=(dtype.code, src.code)))
@@ -270,18 +347,24 @@ def _broadcast_check(a, b):
 _KINDS = {"lt": 0, "le": 1, "gt": 2, "ge": 3, "eq": 4, "ne": 5}
 
 
-def _compare(ufunc, name):
+def _compare(ufunc, name, named=False):
     """Float operands of one dtype (or a float tensor and a Python number): one compiled
-    call; anything else: NumPy, with PyTorch's promotion."""
+    call; anything else: NumPy, with PyTorch's promotion. The operator spelling returns
+    NotImplemented for an operand it does not take (x == None is False), the named method
+    (named=True: x.eq(None)) raises PyTorch's TypeError."""
     kind = [_KINDS[name]]
 
     def method(self, other):
+        if not isinstance(self, Tensor):
+            raise not_tensor(name, self)
         if isinstance(other, Tensor):
             b, s = other._i, 0.0
         elif _is_scalar(other) and not isinstance(other, (bool, np.bool_)):
             b, s = -1, float(other)
         elif _is_scalar(other):
             b, s = None, 0.0
+        elif named:
+            raise not_tensor(name, other, "other", 2)
         else:
             return NotImplemented
         if b is not None and _fast_compare(self, other, b):
@@ -313,11 +396,15 @@ def _compare_op(a, b, s, kind):
     return r
 
 
-def _bitwise(name):
+def _bitwise(name, named=False):
+    """x & y, x | y, x ^ y (NotImplemented for an operand they do not take) and, named,
+    bitwise_and/or/xor (PyTorch's TypeError instead)."""
     fn = getattr(np, f"bitwise_{name}")      # on bools: the logical op
 
     def method(self, other):
         if not (isinstance(other, Tensor) or _is_scalar(other)):
+            if named:
+                raise not_tensor(f"bitwise_{name}", other, "other", 2)
             return NotImplemented
         rt = result_type(self, other)
         if rt.is_floating_point:
@@ -331,6 +418,11 @@ def _logical(name):
     fn = getattr(np, f"logical_{name}")
 
     def method(self, other):
+        if not isinstance(self, Tensor):
+            raise not_tensor(f"logical_{name}", self)
+        if not isinstance(other, Tensor):
+            raise not_tensor(f"logical_{name}", other, "other", 2)
+        _broadcast_check(self, other)
         return from_array(fn(_array(self), _array(other)))
     method.__name__ = f"logical_{name}"
     return method
@@ -345,6 +437,8 @@ def _invert(self):
 
 def _arg_extreme(fn, name):
     def method(input, dim=None, keepdim=False):
+        if not isinstance(input, Tensor):
+            raise not_tensor(name, input)
         a = _numpy_view(input)
         if a.size == 0:
             raise IndexError(f"{name}(): Expected reduction dim to be specified for "
@@ -381,7 +475,15 @@ argmin = _arg_extreme(_nan_first(np.argmin), "argmin")
 
 
 def logical_not(input):
+    if not isinstance(input, Tensor):
+        raise not_tensor("logical_not", input)
     return from_array(np.logical_not(_numpy_view(input)))
+
+
+def type_as(self, other):
+    if not isinstance(other, Tensor):
+        raise not_tensor("type_as", other, "other")
+    return to(self, other.dtype)
 
 
 def install(g):
@@ -390,24 +492,23 @@ def install(g):
     for name, dt in (("float", D.float32), ("double", D.float64), ("long", D.int64),
                      ("bool", D.bool_)):
         setattr(T, name, _caster(dt))
-    T.type_as = lambda self, other: to(self, other.dtype)
+    T.type_as = type_as
     for name, uf in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)):
-        m = _compare(uf, name)
-        setattr(T, name, m)
-        setattr(T, f"__{name}__", m)
-        g[name] = m
+        setattr(T, f"__{name}__", _compare(uf, name))
+        setattr(T, name, _compare(uf, name, named=True))
+        g[name] = getattr(T, name)
     T.greater, T.less, T.greater_equal, T.less_equal = T.gt, T.lt, T.ge, T.le
     T.not_equal = T.ne
     for name in ("and", "or", "xor"):
         m = _bitwise(name)
         setattr(T, f"__{name}__", m)
         setattr(T, f"__r{name}__", m)
-        setattr(T, f"bitwise_{name}", m)
+        setattr(T, f"bitwise_{name}", _bitwise(name, named=True))
         lm = g[f"logical_{name}"] = _logical(name)
         setattr(T, f"logical_{name}", lm)
     T.__invert__ = T.bitwise_not = _invert
     T.logical_not = logical_not
     T.argmax, T.argmin = argmax, argmin
-    g.update(argmax=argmax, argmin=argmin, logical_not=logical_not, result_type=result_type,
-             promote_types=promote_types)
+    g.update(argmax=argmax, argmin=argmin, logical_not=logical_not,
+             result_type=_result_type_api, promote_types=_promote_types_api)

@@ -159,6 +159,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
+        if not isinstance(flag, bool):          # (PyTorch refuses 1, None, a tensor, ...)
+            raise RuntimeError("requires_grad must be a bool")
         m = E.meta[self._i]
         if m[L.M_ROW] >= 0:
             raise RuntimeError(
@@ -177,6 +179,9 @@ class Tensor:
         _note_break("changing requires_grad")
 
     def requires_grad_(self, requires_grad=True):
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"requires_grad_(): argument 'requires_grad' (position 1) must be "
+                            f"bool, not {type_label(requires_grad)}")
         if requires_grad and E.meta[self._i, L.M_ROW] >= 0:
             return self         # a non-leaf with history already requires grad
         if requires_grad and not self.dtype.is_floating_point:
@@ -325,14 +330,16 @@ class Tensor:
                     r = _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
                     if r >= 0 and not _LEAF_HOOKS:
                         return
-                    if r >= 0 or r == L.E_CALLBACK:
-                        r = _drive(r, bool(retain_graph))
+                    if r >= 0 or r == L.E_CALLBACK or r in (L.E_NOMEM, L.E_OVERFLOW):
+                        # (an allocation refused mid-sweep: starting over would find the
+                        # rows already run, and report a second backward)
+                        if r >= 0 or r == L.E_CALLBACK:
+                            r = _drive(r, bool(retain_graph))
                         if r >= 0:
                             return
                         from .autograd import _sweep_error
                         raise _sweep_error(r, E.err.copy())
-        _backward([self], None if gradient is None else [gradient], retain_graph,
-                  create_graph, inputs)
+        _backward([self], gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
         r = _DETACH(_CADDR, self._i)
@@ -445,6 +452,9 @@ class Tensor:
     def type(self, dtype=None, non_blocking=False):
         """The type name, or (given a dtype or a name such as "torch.DoubleTensor") this
         tensor cast to it: itself when it already has that dtype, as in PyTorch."""
+        if not isinstance(non_blocking, bool):
+            raise TypeError(f"type(): argument 'non_blocking' (position 2) must be bool, not "
+                            f"{type(non_blocking).__name__}")
         if dtype is None:
             return f"tapegrad.{self.dtype.tensor_type}"
         if isinstance(dtype, str):
@@ -452,6 +462,11 @@ class Tensor:
             if not named or dtype.rpartition(".")[0] not in ("torch", "tapegrad"):
                 raise ValueError(f"invalid type: '{dtype}'")
             dtype = named[0]
+        elif isinstance(dtype, type):   # (unlike to(), PyTorch's type() refuses float, ...)
+            mod = "" if dtype.__module__ == "builtins" else dtype.__module__ + "."
+            raise ValueError(f"invalid type: '{mod}{dtype.__qualname__}'")
+        elif not isinstance(dtype, D.dtype):
+            raise TypeError("dtype must be a type, str, or dtype object")
         return self.to(dtype)
 
 
@@ -820,29 +835,51 @@ def _f64_bits(x):
 
 
 # ---------------------------------------------------------------- op methods
-def _binary_method(op, reflected=None):
-    """Method for a binary op; reflected: the op to run when a scalar is on the left."""
+def type_label(value):
+    """The type of value as PyTorch's messages name it (numpy.bool, NoneType, float)."""
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def not_tensor(fn, value, name="input", position=1):
+    """PyTorch's TypeError for a value given where a tensor is expected (position None:
+    the message without it, as PyTorch words some)."""
+    where = "" if position is None else f" (position {position})"
+    return TypeError(f"{fn}(): argument '{name}'{where} must be Tensor, not "
+                     f"{type_label(value)}")
+
+
+def _binary_method(op, named=False):
+    """Method for a binary op. The operator spelling (named=False) returns NotImplemented
+    for an operand it does not take, so Python tries the reflected operator; the named
+    method (x.mul(None)) raises PyTorch's TypeError instead."""
     code = op.opcode
     scalars = _SCALARS if op.name not in ("sub", "rsub") else (float, int)
 
     def method(self, other):
+        try:        # (a module-level spelling, tapegrad.mul(None, x): PyTorch's TypeError)
+            a = self._i
+        except AttributeError:
+            raise not_tensor(op.name, self) from None
         if other.__class__ is Tensor or isinstance(other, Tensor):     # (or a Parameter)
-            r = _OP(_CADDR, code, self._i, other._i, 0.0, GRAD_MODE[0] | _SOLO)
             b = other._i
+            r = _OP(_CADDR, code, a, b, 0.0, GRAD_MODE[0] | _SOLO)
         elif other.__class__ in scalars or (_is_scalar(other) and not (
                 scalars is not _SCALARS and isinstance(other, (bool, np.bool_)))):
-            r = _OP(_CADDR, code, self._i, -1, float(other), GRAD_MODE[0] | _SOLO)
+            r = _OP(_CADDR, code, a, -1, float(other), GRAD_MODE[0] | _SOLO)
             b = -1
         else:
             if isinstance(other, (bool, np.bool_)):     # x - True: PyTorch refuses
                 from . import _promotion
                 return _promotion.binary(method, op.name, self, other)
+            if named:
+                raise not_tensor(op.name, other, "other")
             return NotImplemented
         if r < 0:
-            if _mixed(self._i, b):
+            if _mixed(a, b):
                 from . import _promotion
                 return _promotion.binary(method, op.name, self, other)
-            r = run(op, self._i, b, 0.0 if b >= 0 else float(other))
+            r = run(op, a, b, 0.0 if b >= 0 else float(other))
         t = _new(Tensor)
         t._i = r
         return t
@@ -858,26 +895,31 @@ def _mixed(a, b):
     return (dt != L.F32 and dt != L.F64) or (b >= 0 and m[b, L.M_DTYPE] != dt)
 
 
-def _inplace_method(op, name, out_of_place=None):
+def _inplace_method(op, name, out_of_place=None, named=False, nullary=False):
     """x.op_(other), and for a unary op (given its out-of-place method, which an integer
-    tensor's promotion goes through) x.op_(); the engine keeps what the backward reads
-    of the overwritten input, as for every in-place op."""
+    tensor's promotion goes through) or a nullary one (zero_) x.op_(); the engine keeps
+    what the backward reads of the overwritten input, as for every in-place op. As for
+    _binary_method, the operator spelling (x *= y) returns NotImplemented for an operand
+    it does not take, the named method (named=True) raises PyTorch's TypeError."""
     code = op.opcode
+    unary = out_of_place is not None or nullary
 
     def method(self, other=None):
-        if other is None:
+        if unary:
+            if other is not None:
+                raise TypeError(f"{name}() takes no arguments (1 given)")
             b, s = -1, 0.0
-        elif out_of_place is not None:
-            raise TypeError(f"{name}() takes no arguments (1 given)")
         elif other.__class__ is Tensor or isinstance(other, Tensor):
             b, s = other._i, 0.0
         elif other.__class__ in _SCALARS or _is_scalar(other):
             b, s = -1, float(other)
+        elif named:
+            raise not_tensor(name, other, "other")
         else:
             return NotImplemented
         r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | _INPLACE_SOLO)
         if r < 0:
-            if _mixed(self._i, b) and (other is not None or out_of_place is not None):
+            if _mixed(self._i, b) and (not unary or out_of_place is not None):
                 from . import _promotion
                 if other is None:
                     return _promotion.unary_inplace(out_of_place, op.name, self)
@@ -892,12 +934,16 @@ def _unary_method(op):
     code = op.opcode
 
     def method(self):
-        r = _OP(_CADDR, code, self._i, -1, 0.0, GRAD_MODE[0] | _SOLO)
+        try:        # (a module-level spelling, tapegrad.exp(3): PyTorch's TypeError)
+            a = self._i
+        except AttributeError:
+            raise not_tensor(op.name, self) from None
+        r = _OP(_CADDR, code, a, -1, 0.0, GRAD_MODE[0] | _SOLO)
         if r < 0:
-            if _mixed(self._i, -1):
+            if _mixed(a, -1):
                 from . import _promotion
                 return _promotion.unary(method, op.name, self)
-            r = run(op, self._i)
+            r = run(op, a)
         t = _new(Tensor)
         t._i = r
         return t
@@ -907,7 +953,8 @@ def _unary_method(op):
 
 def _by_operand(tensor_method, scalar_method, name):
     """pow, fmod, remainder: the op for a tensor operand or the one for a Python scalar
-    (PyTorch names their nodes apart: PowBackward1 / PowBackward0)."""
+    (PyTorch names their nodes apart: PowBackward1 / PowBackward0). Named or operator
+    spelling as the two methods given are."""
     def method(self, other):
         if isinstance(other, Tensor):
             return tensor_method(self, other)
@@ -974,41 +1021,49 @@ def _install():
     T = Tensor
     add, sub, mul, div = (BY_NAME[n] for n in ("add", "sub", "mul", "div"))
     for name, op in (("add", add), ("sub", sub), ("mul", mul), ("div", div)):
-        m = _binary_method(op)
-        setattr(T, name, m)
-        setattr(T, f"__{'truediv' if name == 'div' else name}__", m)
-        ip = _inplace_method(op, name + "_")
-        setattr(T, name + "_", ip)
-        setattr(T, f"__i{'truediv' if name == 'div' else name}__", ip)
-        if name in ("add", "sub"):
+        dunder = "truediv" if name == "div" else name
+        m, ip = _binary_method(op), _inplace_method(op, name + "_")
+        setattr(T, f"__{dunder}__", m)
+        setattr(T, f"__i{dunder}__", ip)
+        if name in ("add", "sub"):      # (alpha= checks the operand itself)
             setattr(T, name, _with_alpha(m, name))
             setattr(T, name + "_", _with_alpha(ip, name + "_"))
+        else:
+            setattr(T, name, _binary_method(op, named=True))
+            setattr(T, name + "_", _inplace_method(op, name + "_", named=True))
     T.__radd__ = T.__add__
-    T.__rmul__ = T.mul
+    T.__rmul__ = T.__mul__
     T.__rsub__ = _binary_method(BY_NAME["rsub"])
     T.__rtruediv__ = _rtruediv
     T.true_divide = T.div
     T.__rpow__ = _binary_method(BY_NAME["rpow"])
     global _FILL
-    T.__pow__ = T.pow = _by_operand(_binary_method(BY_NAME["pow_tensor"]),
-                                    _binary_method(BY_NAME["pow"]), "pow")
-    T.__ipow__ = T.pow_ = _by_operand(_inplace_method(BY_NAME["pow_tensor"], "pow_"),
-                                      _inplace_method(BY_NAME["pow"], "pow_"), "pow_")
+    for named in (False, True):        # (the operators, then the named methods)
+        pow_ = _by_operand(_binary_method(BY_NAME["pow_tensor"], named),
+                           _binary_method(BY_NAME["pow"], named), "pow")
+        ipow = _by_operand(_inplace_method(BY_NAME["pow_tensor"], "pow_", named=named),
+                           _inplace_method(BY_NAME["pow"], "pow_", named=named), "pow_")
+        if named:
+            T.pow, T.pow_ = pow_, ipow
+        else:
+            T.__pow__, T.__ipow__ = pow_, ipow
     for name in ("atan2", "hypot", "logaddexp"):
-        setattr(T, name, _binary_method(BY_NAME[name]))
-    T.atan2_ = _inplace_method(BY_NAME["atan2"], "atan2_")
-    T.hypot_ = _inplace_method(BY_NAME["hypot"], "hypot_")       # (PyTorch has no logaddexp_)
+        setattr(T, name, _binary_method(BY_NAME[name], named=True))
+    T.atan2_ = _inplace_method(BY_NAME["atan2"], "atan2_", named=True)
+    T.hypot_ = _inplace_method(BY_NAME["hypot"], "hypot_", named=True)  # (no logaddexp_)
     for name in ("fmod", "remainder"):
-        setattr(T, name, _by_operand(_binary_method(BY_NAME[name + "_tensor"]),
-                                     _binary_method(BY_NAME[name]), name))
+        setattr(T, name, _by_operand(_binary_method(BY_NAME[name + "_tensor"], True),
+                                     _binary_method(BY_NAME[name], True), name))
         setattr(T, name + "_", _by_operand(
-            _inplace_method(BY_NAME[name + "_tensor"], name + "_"),
-            _inplace_method(BY_NAME[name], name + "_"), name + "_"))
-    T.arctan2, T.__mod__ = T.atan2, T.remainder
+            _inplace_method(BY_NAME[name + "_tensor"], name + "_", named=True),
+            _inplace_method(BY_NAME[name], name + "_", named=True), name + "_"))
+    T.__mod__ = _by_operand(_binary_method(BY_NAME["remainder_tensor"]),
+                            _binary_method(BY_NAME["remainder"]), "remainder")
+    T.arctan2 = T.atan2
     T.arctan2_, T.true_divide_ = T.atan2_, T.div_
     _FILL = _inplace_method(BY_NAME["fill_"], "fill_")
     T.fill_ = _fill_
-    T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_")
+    T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_", nullary=True)
     for op in OPS:
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
             setattr(T, op.name, _unary_method(op))

@@ -639,8 +639,10 @@ def test_loss_errors():
                      (F.poisson_nll_loss, (x, x))):
         with pytest.raises(ValueError, match="bad is not a valid value for reduction"):
             fn(*args, reduction="bad")
-        with pytest.raises(TypeError, match="size_average and reduce are deprecated"):
-            fn(*args, size_average=False)
+        # PyTorch's deprecated size_average/reduce choose the reduction (tested against
+        # PyTorch in test_strict_args.py)
+        with pytest.warns(UserWarning, match="please use reduction='sum' instead"):
+            assert fn(*args, size_average=False).item() == fn(*args, reduction="sum").item()
     with pytest.raises(ValueError, match="bad is not valid"):
         F.gaussian_nll_loss(x, x, x, reduction="bad")
     with pytest.raises(RuntimeError, match=r"margin_ranking_loss : All input tensors should "
@@ -668,8 +670,8 @@ def test_loss_errors():
         F.gaussian_nll_loss(tg.ones(3, 2), tg.ones(3, 2), tg.ones(2))
     with pytest.raises(ValueError, match="var is of incorrect size"):
         F.gaussian_nll_loss(tg.ones(3, 2, 4), tg.ones(3, 2, 4), tg.ones(3, 1, 1))
-    with pytest.raises(TypeError, match="size_average and reduce are deprecated"):
-        nn.KLDivLoss(size_average=False)
+    with pytest.warns(UserWarning, match="please use reduction='sum' instead"):
+        assert nn.KLDivLoss(size_average=False).reduction == "sum"
 
 
 # ------------------------------------------------------------------ Unflatten

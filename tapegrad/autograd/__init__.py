@@ -1,10 +1,12 @@
 """tapegrad.autograd: backward(), grad(), grad-mode switches, graph nodes."""
+import warnings as _warnings
+
 from .._engine import layout as L
-from .._engine.state import engine
+from .._engine.state import engine as _engine
 from ..ops.registry import OPS
 from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 from .graph import Node, AccumulateGrad
-from .function import Function, FunctionCtx, drive, _LEAF_HOOKS, _apply_hooks
+from .function import Function, FunctionCtx, drive as _drive, _LEAF_HOOKS, _apply_hooks
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode",
            "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad", "Function",
@@ -17,7 +19,7 @@ def _as_list(x):
 
 def _describe(t):
     from .._dtype import BY_CODE
-    m = engine().meta[t]
+    m = _engine().meta[t]
     shape = m[L.M_SHAPE:L.M_SHAPE + m[L.M_NDIM]].tolist()
     desc = f"[tapegrad.{BY_CODE[m[L.M_DTYPE]].tensor_type} {shape}]"
     if m[L.M_SRCOP] >= 0:
@@ -28,7 +30,7 @@ def _describe(t):
 
 
 def _sweep_error(code, err):
-    E = engine()
+    E = _engine()
     if code == L.E_FREED:
         return RuntimeError(
             "Trying to backward through the graph a second time (or directly access saved "
@@ -45,11 +47,14 @@ def _sweep_error(code, err):
             f"inplace operation: {_describe(saved)} is at version {now}; expected version "
             f"{expected} instead. Hint: the tensor was saved for {consumer}; make the in-place "
             "change on a clone, or call the op before the change.")
+    if code in (L.E_NOMEM, L.E_OVERFLOW):        # a gradient buffer could not be made
+        from .._engine import sizes
+        return sizes.engine_error(code, err, int(E.ctx[L.C_NOMEM_BYTES]))
     return RuntimeError(f"backward failed with engine status {code}")
 
 
 def _run_sweep(roots, seeds, captures, mode, retain):
-    E = engine()
+    E = _engine()
     n, m = len(roots), len(captures)
     with E.lock:
         E.reserve_args(2 * n + m)
@@ -59,7 +64,7 @@ def _run_sweep(roots, seeds, captures, mode, retain):
             E.iargs[2 * n:2 * n + m] = captures
             r = E.sweep(E.caddr, n, m, mode, retain)
             if r == L.E_CALLBACK or (r >= 0 and _LEAF_HOOKS):
-                r = drive(r, retain)
+                r = _drive(r, retain)
             if r >= 0:
                 return E.outs[:m].tolist()
             if r in (L.E_NEED_KERNEL, L.E_GROW_STOR, L.E_GROW_META):
@@ -68,28 +73,39 @@ def _run_sweep(roots, seeds, captures, mode, retain):
             raise _sweep_error(r, E.err.copy())
 
 
+def _gradients(grads, n):
+    """grad_tensors / grad_outputs as PyTorch reads them: None, a tensor, or an iterable
+    (a number is Python's TypeError for iterating it, as in PyTorch)."""
+    from ..tensor import Tensor
+    if grads is None:
+        return [None] * n
+    if isinstance(grads, Tensor):
+        return [grads]
+    return list(grads)
+
+
 def _roots_and_seeds(tensors, grad_tensors, what):
     from ..tensor import Tensor, _check_not_stale
-    from .._creation import tensor as make
     roots, seeds, keep = [], [], []
-    grad_tensors = [None] * len(tensors) if grad_tensors is None else _as_list(grad_tensors)
+    grad_tensors = _gradients(grad_tensors, len(tensors))
     if len(grad_tensors) != len(tensors):
         raise RuntimeError(f"got {len(grad_tensors)} tensors and {len(tensors)} gradients")
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
         _check_not_stale(t._i)
-        if not engine().meta[t._i, L.M_FLAGS] & L.FL_REQ:   # (no edge: not t.requires_grad,
+        if not _engine().meta[t._i, L.M_FLAGS] & L.FL_REQ:   # (no edge: not t.requires_grad,
             # which also holds for a view whose gradient would go nowhere; PyTorch refuses it)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
         if g is None:
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             seeds.append(-1)
         else:
-            if not isinstance(g, Tensor):
-                g = make(g, dtype=t.dtype)
             if g.shape != t.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                    f"{g.shape!r} and output[{i}] has a shape of {t.shape!r}.")
@@ -100,8 +116,17 @@ def _roots_and_seeds(tensors, grad_tensors, what):
     return roots, seeds, keep
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    """Accumulate d(tensors)/d(leaf) into every leaf's .grad (and retained grads)."""
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate d(tensors)/d(leaf) into every leaf's .grad (and retained grads);
+    grad_variables is PyTorch's deprecated name of grad_tensors."""
+    if grad_variables is not None:
+        _warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
+                       FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both "
+                               "passed to `backward()`. Please only use `grad_tensors`.")
+        grad_tensors = grad_variables
     if create_graph:
         raise NotImplementedError("create_graph=True (higher-order gradients) is not "
                                   "supported by tapegrad yet")
@@ -115,13 +140,21 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, materialize_grads=False):
-    """The gradients of outputs with respect to inputs, without touching any .grad."""
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of outputs with respect to inputs, without touching any .grad;
+    only_inputs is PyTorch's deprecated, ignored flag."""
     from ..tensor import Tensor, _wrap, _check_not_stale
     from .._creation import zeros_like
     if create_graph:
         raise NotImplementedError("create_graph=True (higher-order gradients) is not "
                                   "supported by tapegrad yet")
+    if is_grads_batched:
+        raise NotImplementedError("is_grads_batched=True (batched vector-Jacobian products) "
+                                  "is not supported by tapegrad")
+    if not only_inputs:
+        _warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                       "True). To accumulate gradient for other parts of the graph, please "
+                       "use tapegrad.autograd.backward.", FutureWarning, stacklevel=2)
     from ..replay.recorder import note_break
     note_break("autograd.grad (its results are new tensors for Python)")
     outputs = _as_list(outputs)
@@ -133,7 +166,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         _check_not_stale(t._i)
     roots, seeds, keep = _roots_and_seeds(outputs, grad_outputs, "grad")
-    E = engine()
+    E = _engine()
     uniq = list(dict.fromkeys(t._i for t in inputs))
     for i in uniq:
         E.meta[i, L.M_FLAGS] |= L.FL_CAPTURE

@@ -7,7 +7,7 @@ from .._engine.state import GRAD_MODE
 class _Mode:
     enabled = True
 
-    def __init__(self, *args):
+    def __init__(self):
         self.prev = []
 
     def __enter__(self):
@@ -26,12 +26,26 @@ class _Mode:
         return wrapper
 
 
-class no_grad(_Mode):
+class _BareDecorator(_Mode):
+    """no_grad() and enable_grad(), which PyTorch also takes as bare decorators
+    (@no_grad, without the call): given the decorated function, the constructor returns
+    its wrapper."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        if not callable(orig_func):
+            raise TypeError(f"{cls.__name__}() takes no arguments, or the function it "
+                            f"decorates; got {type(orig_func).__name__}")
+        return cls()(orig_func)
+
+
+class no_grad(_BareDecorator):
     """Nothing is recorded inside; results do not require grad."""
     enabled = False
 
 
-class enable_grad(_Mode):
+class enable_grad(_BareDecorator):
     enabled = True
 
 
@@ -39,6 +53,11 @@ class inference_mode(_Mode):
     """Like no_grad (tapegrad has no separate inference tensors); inference_mode(False)
     leaves grad mode as it is."""
     enabled = False
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)      # (the bare decorator @inference_mode, as PyTorch takes it)
 
     def __init__(self, mode=True):
         super().__init__()

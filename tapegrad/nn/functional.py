@@ -12,20 +12,47 @@ import numpy as np
 
 from .. import _dtype as D
 from .._engine import layout as L
-from .._math import (softmax, log_softmax, leaky_relu, gelu, softplus,  # noqa: F401
-                     logsumexp, hardtanh, relu6, logsigmoid, softsign, _unary_param)
-from .._promotion import result_type, to, from_array, _type_name
-from ..tensor import Tensor, run, _wrap, _numpy_view, _FV
+from .. import _math
+from .._math import (leaky_relu, gelu, softplus, hardtanh, relu6,  # noqa: F401
+                     logsigmoid, softsign, _unary_param)
+# (private names: tapegrad.nn.functional exports PyTorch's functions only)
+from .._promotion import (result_type as _result_type, to as _to, from_array as _from_array,
+                          _type_name)
+from ..tensor import Tensor, run as _run, _wrap, _numpy_view, _FV
 from ..ops.registry import BY_NAME
 from ..tensor import E as _E
 from .._engine.state import GRAD_MODE
 from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+_REDUCTION_NAMES = {v: k for k, v in _REDUCTIONS.items()}
 
 
 def relu(input, inplace=False):
-    return input.relu_() if inplace else input.relu()
+    try:
+        return input.relu_() if inplace else input.relu()
+    except AttributeError:      # (checked only then: F.relu is on every forward pass)
+        _check(input, "input", "relu")
+        raise
+
+
+def _implicit_dim(input, dim, fn, stacklevel):
+    """PyTorch's implicit softmax dim (with its warning, stacklevel frames above the
+    nn.functional call, as PyTorch's _stacklevel counts them)."""
+    if dim is None and isinstance(input, Tensor):
+        return _math._softmax_dim(input, None, fn, stacklevel + 1)
+    return dim
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """tapegrad.softmax in nn.functional's spelling: dim optional (PyTorch's implicit
+    choice, with its warning), _stacklevel before dtype."""
+    return _math.softmax(input, _implicit_dim(input, dim, "softmax", _stacklevel), dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _math.log_softmax(input, _implicit_dim(input, dim, "log_softmax", _stacklevel),
+                             dtype)
 
 
 def sigmoid(input):
@@ -72,13 +99,13 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     from .._promotion import _broadcast_check
     _check(x1, "x1", "cosine_similarity")
     _check(x2, "x2", "cosine_similarity")
-    rt = result_type(x1, x2)
+    rt = _result_type(x1, x2)
     if not rt.is_floating_point:
         raise RuntimeError(f"cosine_similarity(): expected common dtype to be floating point, "
                            f"yet common dtype is {_type_name(rt)}")
     _broadcast_check(x1, x2)
     shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
-    x1, x2 = to(x1, rt).expand(shape), to(x2, rt).expand(shape)
+    x1, x2 = _to(x1, rt).expand(shape), _to(x2, rt).expand(shape)
     units = []
     for x in (x1, x2):
         n = x.norm(2, dim, keepdim=True).clone()
@@ -92,15 +119,15 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     """Pointwise target * (log target - input) (target given as log target with
     log_target=True), 0 where target is 0; reduction "batchmean" divides the sum by the
     batch size, "mean" by the element count (with PyTorch's warning)."""
+    legacy = size_average is not None or reduce is not None
+    reduction = _legacy_reduction(reduction, size_average, reduce, 3)
     if reduction not in ("none", "mean", "sum", "batchmean"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    if size_average is not None or reduce is not None:
-        _reduction(reduction, size_average, reduce)         # (raises: use reduction=)
     _check(input, "input", "kl_div")
     _check(target, "target", "kl_div")
     if not (input.dtype.is_floating_point and target.dtype.is_floating_point):
         raise RuntimeError("kl_div: Integral inputs not supported.")
-    if reduction == "mean":
+    if reduction == "mean" and not legacy:      # (PyTorch warns of 'mean' given by name)
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
                       "support size.'batchmean' divides only by the batch size, and aligns with "
                       "the KL div math definition.'mean' will be changed to behave the same as "
@@ -166,7 +193,9 @@ def linear(input, weight, bias=None):
             and bias.ndim == 1 and input.dtype is weight.dtype is bias.dtype
             and input.dtype.is_floating_point and input.shape[1] == weight.shape[1]
             and bias.shape[0] == weight.shape[0] and _contiguous3(input, weight, bias)):
-        return _wrap(run(_LINEAR, bias._i, input._i, c=weight._i))   # one AddmmBackward0 row
+        return _wrap(_run(_LINEAR, bias._i, input._i, c=weight._i))   # one AddmmBackward0 row
+    _check(input, "input", "linear")
+    _check(weight, "weight", "linear")
     out = input @ weight.t() if weight.ndim == 2 else input @ weight
     return out if bias is None else out + bias
 
@@ -186,12 +215,34 @@ _LINEAR = BY_NAME["linear"]
 _NDIM, _SHAPE, _STRIDE = L.M_NDIM, L.M_SHAPE, L.M_STRIDE
 
 
+def _legacy_reduction(reduction, size_average, reduce, stacklevel=4):
+    """The reduction a loss applies. PyTorch's deprecated size_average and reduce, when
+    either is given, decide it instead of reduction (None counting as True): reduce=False
+    means 'none', else size_average=False means 'sum', else 'mean'; with PyTorch's warning
+    (stacklevel 4: the caller of a loss function that calls _reduction, or of a loss
+    module's constructor)."""
+    if size_average is None and reduce is None:
+        return reduction
+    reduce = True if reduce is None else reduce
+    size_average = True if size_average is None else size_average
+    reduction = "none" if not reduce else "mean" if size_average else "sum"
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  f"reduction='{reduction}' instead.", UserWarning, stacklevel=stacklevel)
+    return reduction
+
+
 def _reduction(reduction, size_average=None, reduce=None):
-    if size_average is not None or reduce is not None:
-        raise TypeError("size_average and reduce are deprecated; use reduction=")
-    if reduction not in _REDUCTIONS:
+    """The kernels' code (0 none, 1 mean, 2 sum) of a loss's reduction, legacy arguments
+    included; an unknown name is PyTorch's ValueError."""
+    reduction = _legacy_reduction(reduction, size_average, reduce)
+    if reduction == "elementwise_mean":         # (PyTorch's deprecated spelling of 'mean')
+        warnings.warn("reduction='elementwise_mean' is deprecated. Please use "
+                      "reduction='mean' instead.", UserWarning, stacklevel=3)
+        return 1
+    code = _REDUCTIONS.get(reduction) if isinstance(reduction, str) else None
+    if code is None:
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    return _REDUCTIONS[reduction]
+    return code
 
 
 def _check(x, name, fn):
@@ -218,30 +269,30 @@ def _pair(input, target, fn, strict=False):
         _broadcast_check(input, target)
         shape = np.broadcast_shapes(tuple(input.shape), tuple(target.shape))
         input, target = input.expand(shape), target.expand(shape)
-    rt = result_type(input, target)
+    rt = _result_type(input, target)
     if not rt.is_floating_point:
         rt = D.float32
-    return to(input, rt), to(target, rt)
+    return _to(input, rt), _to(target, rt)
 
 
 def _size(t):
     return f"tapegrad.Size({list(t.shape)})"
 
 
-def _pointwise(opname, kind, input, target, reduction, s=0.0, weight=None, strict=False):
-    red = _reduction(reduction)
+def _pointwise(opname, kind, input, target, red, s=0.0, weight=None, strict=False):
     x, y = _pair(input, target, opname, strict)
     w = -1
     if weight is not None:
         weight = _broadcast_weight(weight, x, opname, "weight")
         w = weight._i
-    return _wrap(run(BY_NAME[opname], x._i, y._i, s=s, c=w, iargs=(red, kind)))
+    return _wrap(_run(BY_NAME[opname], x._i, y._i, s=s, c=w, iargs=(red, kind)))
 
 
 def _broadcast_weight(weight, x, opname, what):
     """weight (no gradient) in x's dtype and shape, with PyTorch's messages."""
     from .._promotion import _broadcast_check
-    weight = to(weight, x.dtype).detach()
+    _check(weight, what, opname)
+    weight = _to(weight, x.dtype).detach()
     try:
         np.broadcast_shapes(tuple(weight.shape), tuple(x.shape))
     except ValueError:
@@ -256,37 +307,59 @@ def _broadcast_weight(weight, x, opname, what):
     return weight.expand(x.shape)
 
 
+def _weighted(loss, input, weight, red, weighted_mean, fn):
+    """weight * the unreduced loss, reduced as PyTorch's regression losses do: 'mean'
+    divides by the sum of the weights (mse, l1) or by the element count (huber). The
+    weight is an ordinary operand: a gradient reaches it."""
+    _check(weight, "weight", fn)
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if red == 1 and weighted_mean:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, red)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    _reduction(reduction, size_average, reduce)
-    return _pointwise("mse_loss", MSE, input, target, reduction, weight=weight)
+    red = _reduction(reduction, size_average, reduce)
+    if weight is not None:      # (the fused kernel has no weight: composed, as PyTorch)
+        return _weighted(_pointwise("mse_loss", MSE, input, target, 0), input, weight, red,
+                         True, "mse_loss")
+    return _pointwise("mse_loss", MSE, input, target, red)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     red = _reduction(reduction, size_average, reduce)
     x, y = _pair(input, target, "l1_loss")
     d = (x - y).abs()
-    return d if red == 0 else (d.mean() if red == 1 else d.sum())
+    if weight is not None:
+        return _weighted(d, input, weight, red, True, "l1_loss")
+    return _reduce(d, red)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    red = _reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    return _pointwise("huber_loss", HUBER, input, target, reduction, float(delta), weight)
+    if weight is not None:
+        return _weighted(_pointwise("huber_loss", HUBER, input, target, 0, float(delta)),
+                         input, weight, red, False, "huber_loss")
+    return _pointwise("huber_loss", HUBER, input, target, red, float(delta))
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    _reduction(reduction, size_average, reduce)
+    red = _reduction(reduction, size_average, reduce)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0:                   # PyTorch computes l1_loss then
-        return l1_loss(input, target, reduction=reduction)
-    return _pointwise("smooth_l1_loss", SMOOTH_L1, input, target, reduction, float(beta))
+        return l1_loss(input, target, reduction=_REDUCTION_NAMES[red])
+    return _pointwise("smooth_l1_loss", SMOOTH_L1, input, target, red, float(beta))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
-    _reduction(reduction, size_average, reduce)
-    return _pointwise("binary_cross_entropy", BCE, input, target, reduction, weight=weight,
+    red = _reduction(reduction, size_average, reduce)
+    return _pointwise("binary_cross_entropy", BCE, input, target, red, weight=weight,
                       strict=True)
 
 
@@ -300,14 +373,14 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                          f"({_size(input)})")
     name = "binary_cross_entropy_with_logits"
     if pos_weight is None:
-        return _pointwise(name, BCE_LOGITS, input, target, reduction, weight=weight)
+        return _pointwise(name, BCE_LOGITS, input, target, red, weight=weight)
     pw = _broadcast_weight(pos_weight, input, name, "pos_weight")
     if weight is None:
-        return _pointwise(name, BCE_LOGITS_POS, input, target, reduction, weight=pw)
+        return _pointwise(name, BCE_LOGITS_POS, input, target, red, weight=pw)
     from .._indexing import stack
     both = stack([_broadcast_weight(weight, input, name, "weight"), pw]).contiguous()
     x, y = _pair(input, target, name)
-    return _wrap(run(BY_NAME[name], x._i, y._i, c=both._i, iargs=(red, BCE_LOGITS_BOTH)))
+    return _wrap(_run(BY_NAME[name], x._i, y._i, c=both._i, iargs=(red, BCE_LOGITS_BOTH)))
 
 
 def _class_layout(input, target, fn):
@@ -384,7 +457,7 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothin
             raise RuntimeError(f"weight tensor should be defined either for all {c} classes or "
                                "no classes but got weight tensor of shape: "
                                f"{list(getattr(weight, 'shape', []))}")
-        weight = to(weight, input.dtype).contiguous()
+        weight = _to(weight, input.dtype).contiguous()
         w = weight._i
     x = input.contiguous()
     tt = target.contiguous()            # the kernel reads the targets as one flat run
@@ -392,7 +465,7 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothin
         opname += "2d"
     elif kind == 1 and w < 0 and smoothing == 0.0 and d == 1 and red != 0:
         opname = "cross_entropy_plain"
-    return _wrap(run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
+    return _wrap(_run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
                      iargs=(red, kind, int(ignore_index), n, c, d, int(w >= 0)),
                      fargs=[len(out_shape)] + out_shape if red == 0 else [0]))
 
@@ -414,6 +487,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             if r >= 0:
                 return _wrap(r)
     red = _reduction(reduction, size_average, reduce)
+    _check(input, "input", "cross_entropy")
+    if weight is not None:
+        _check(weight, "weight", "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if isinstance(target, Tensor) and target.dtype.is_floating_point:
@@ -431,14 +507,14 @@ def _cross_entropy_probs(input, target, weight, red, eps):
     cdim = 0 if input.ndim == 1 else 1
     c = input.shape[cdim]
     logp = log_softmax(input, cdim)
-    target = to(target, logp.dtype)
+    target = _to(target, logp.dtype)
     if eps > 0:
         target = target * (1 - eps) + eps / c
     prod = logp * target
     if weight is not None:
         shape = [1] * input.ndim
         shape[cdim] = c
-        prod = prod * to(weight, logp.dtype).reshape(shape)
+        prod = prod * _to(weight, logp.dtype).reshape(shape)
     if red == 0:
         return -prod.sum(cdim)
     if red == 2:
@@ -447,14 +523,20 @@ def _cross_entropy_probs(input, target, weight, red, eps):
 
 
 def one_hot(tensor, num_classes=-1):
-    if not isinstance(tensor, Tensor) or tensor.dtype is not D.int64:
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"one_hot(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(tensor).__name__}")
+    if not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool):
+        raise TypeError(f"one_hot(): argument 'num_classes' (position 2) must be int, not "
+                        f"{type(num_classes).__name__}")
+    if tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     a = _numpy_view(tensor)
     if num_classes < 0:
         num_classes = int(a.max()) + 1 if a.size else 0
     if a.size and (a.min() < 0 or a.max() >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes.")
-    return from_array(np.eye(num_classes, dtype=np.int64)[a])
+    return _from_array(np.eye(num_classes, dtype=np.int64)[a])
 
 
 del L
@@ -465,15 +547,17 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes elements with probability p, scales the rest by 1 / (1 - p); the identity
     when not training. The mask is drawn inside a kernel from one seed taken from
     tapegrad's generator, so a compiled replay draws fresh masks the same way."""
+    _check(input, "input", "dropout")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    return input * dropout_mask(input.shape, input.dtype, p, scale)
+    mask = _dropout_mask(input.shape, input.dtype, p, scale)
+    return input.mul_(mask) if inplace else input * mask
 
 
-def dropout_mask(shape, dtype, p, scale):
+def _dropout_mask(shape, dtype, p, scale):
     from .._creation import _GEN, empty
     from .._engine import layout as L, random as R
     from .._engine.state import engine, native_entry, RECORDING
@@ -484,14 +568,29 @@ def dropout_mask(shape, dtype, p, scale):
     m = E.meta[mask._i]
     addr = int(E.stor[m[L.M_SID], L.S_ADDR])
     seed = int(_GEN[0].integers(0, 2 ** 63))
-    native_entry(R.fill_dropout, R.FILL_SIG, engine_key=True)(
+    native_entry(R.fill_dropout, R.FILL_SIG)(
         addr, int(m[L.M_NUMEL]), int(dtype is D.float64), seed, float(p), float(scale))
     if RECORDING[0] is not None:
         RECORDING[0].dropout_mask(mask._i, p, scale, shape, int(m[L.M_DTYPE]))
     return mask
 
 
-def embedding(input, weight, padding_idx=None):
+def _embedding_options(max_norm, scale_grad_by_freq, sparse):
+    """PyTorch's embedding options tapegrad does not implement: refused when set, not
+    ignored (each changes the values or the gradient)."""
+    for given, what in ((max_norm is not None, "max_norm (renormalizing the rows used)"),
+                        (scale_grad_by_freq, "scale_grad_by_freq=True"),
+                        (sparse, "sparse=True (sparse gradients)")):
+        if given:
+            raise NotImplementedError(f"embedding: {what} is not supported by tapegrad")
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of weight; norm_type only matters with max_norm (refused, as sparse and
+    scale_grad_by_freq are)."""
+    _embedding_options(max_norm, scale_grad_by_freq, sparse)
+    _check(weight, "weight", "embedding")
     if not isinstance(input, Tensor) or input.dtype is not D.int64:
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
                            "following scalar types: Long; but got "
@@ -504,6 +603,7 @@ def embedding(input, weight, padding_idx=None):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    _check(input, "input", "layer_norm")
     ns = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
     d = len(ns)
     if tuple(input.shape[input.ndim - d:]) != ns or input.ndim < d:
@@ -522,7 +622,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             D *= k
         wc = None if weight is None else weight.contiguous()      # (held until the op ran)
         bc = None if bias is None else bias.contiguous()
-        return _wrap(run(BY_NAME["layer_norm"], input._i, -1 if wc is None else wc._i,
+        return _wrap(_run(BY_NAME["layer_norm"], input._i, -1 if wc is None else wc._i,
                          s=float(eps), c=-1 if bc is None else bc._i,
                          iargs=(input.numel() // D if D else 0, D)))
     x = input.reshape(*input.shape[:input.ndim - d], -1) if d != 1 else input
@@ -540,6 +640,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     from ..autograd import no_grad
+    _check(input, "input", "batch_norm")
     c = input.shape[1]
     dims = (0,) if input.ndim == 2 else (0, 2)
     shape = (1, c) if input.ndim == 2 else (1, c, 1)
@@ -690,11 +791,8 @@ def tanhshrink(input):
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """softmax(-input, dim)."""
-    from .._math import _softmax_dim
     _check(input, "input", "softmin")
-    if dim is None:
-        dim = _softmax_dim(input, None, "softmin")
-    return softmax(-input, dim, dtype)
+    return softmax(-input, _implicit_dim(input, dim, "softmin", _stacklevel), dtype=dtype)
 
 
 def prelu(input, weight):
@@ -853,7 +951,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
         raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
                            "to argument 'target'. This input cannot have requires_grad True.")
     loss = ((-input) * target).exp().log1p()
-    return _reduce(to(loss, input.dtype), red)
+    return _reduce(_to(loss, input.dtype), red)
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):

@@ -5,14 +5,14 @@ import math
 import numpy as np
 
 from .. import _creation
-from ..autograd import no_grad
-from ..tensor import Tensor, _numpy_view
+from ..autograd import no_grad as _no_grad
+from ..tensor import Tensor as _Tensor, _numpy_view
 
 
 def _fill(tensor, values):
-    if not isinstance(tensor, Tensor):
+    if not isinstance(tensor, _Tensor):
         raise TypeError(f"expected a Tensor, got {type(tensor).__name__}")
-    with no_grad():
+    with _no_grad():
         _numpy_view(tensor)[...] = values
         from .._promotion import bump_version
         bump_version(tensor)
@@ -44,11 +44,21 @@ def calculate_gain(nonlinearity, param=None):
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
-def uniform_(tensor, a=0.0, b=1.0):
+def _generator(generator, fn):
+    """PyTorch's generator= of the random initialisers: tapegrad draws from its one
+    generator (tapegrad.manual_seed), so another one is refused, not ignored."""
+    if generator is not None:
+        raise NotImplementedError(f"{fn}(): generator objects are not supported; tapegrad "
+                                  "draws from its one generator (tapegrad.manual_seed)")
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    _generator(generator, "uniform_")
     return _fill(tensor, _creation.uniform_values(tuple(tensor.shape), a, b))
 
 
-def normal_(tensor, mean=0.0, std=1.0):
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    _generator(generator, "normal_")
     return _fill(tensor, _creation.normal_values(tuple(tensor.shape), mean, std))
 
 
@@ -64,26 +74,30 @@ def ones_(tensor):
     return _fill(tensor, 1.0)
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    _generator(generator, "kaiming_uniform_")
     fan_in, fan_out = _fans(tensor)
     fan = fan_in if mode == "fan_in" else fan_out
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
     return uniform_(tensor, -bound, bound)
 
 
-def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    _generator(generator, "kaiming_normal_")
     fan_in, fan_out = _fans(tensor)
     fan = fan_in if mode == "fan_in" else fan_out
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    _generator(generator, "xavier_uniform_")
     fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(tensor, -bound, bound)
 
 
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    _generator(generator, "xavier_normal_")
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 

@@ -3,6 +3,7 @@ import collections
 import collections.abc
 import math
 import operator
+import warnings
 
 from .. import _creation
 from .. import _dtype as D
@@ -12,6 +13,14 @@ from . import init
 from ..tensor import Tensor
 from .module import Module
 from .parameter import Parameter
+
+
+def _factory(device, dtype, fn):
+    """A layer's dtype (float32 unless given; float, int or bool taken for a dtype, as in
+    PyTorch), after checking device (tapegrad runs on the CPU)."""
+    from .._promotion import as_dtype
+    _creation.check_device(device, fn)
+    return D.float32 if dtype is None else as_dtype(dtype, fn)
 
 
 def _empty(*shape, dtype=None):
@@ -330,8 +339,9 @@ class Identity(Module):
 
 
 class Linear(Module):
-    def __init__(self, in_features, out_features, bias=True, dtype=None):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        dtype = _factory(device, dtype, "Linear")
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(_empty(out_features, in_features, dtype=dtype))
         if bias:
@@ -366,61 +376,199 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-def _activation(name, fn, repr_fields=(), inplace=False, repr_inplace=True):
-    """inplace: the module takes PyTorch's inplace= (after its other fields) and fn reads
-    it as m.inplace; the repr shows it when set, as PyTorch's (unless repr_inplace=False:
-    Hardswish and Hardsigmoid never show it)."""
-    fields = repr_fields + ((("inplace", False),) if inplace else ())
-
-    def __init__(self, *args, **kwargs):
-        Module.__init__(self)
-        for (field, default), a in zip(fields, args + (None,) * len(fields)):
-            object.__setattr__(self, field, kwargs.get(field, default if a is None else a))
-
-    def forward(self, input):
-        return fn(self, input)
+class _Activation(Module):
+    """An activation module, each with PyTorch's constructor signature; the repr shows
+    the _shown fields, and inplace when set (unless _repr_inplace is False: Hardswish and
+    Hardsigmoid never show it), as PyTorch's."""
+    _shown = ()
+    _repr_inplace = True
 
     def extra_repr(self):
-        shown = [f for f, _ in repr_fields] + (["inplace"] if repr_inplace and getattr(
+        shown = list(self._shown) + (["inplace"] if self._repr_inplace and getattr(
             self, "inplace", False) else [])
         return ", ".join(f"{f}={getattr(self, f)!r}" if isinstance(getattr(self, f), str)
                          else f"{f}={getattr(self, f)}" for f in shown)
-    return type(name, (Module,), {"__init__": __init__, "forward": forward,
-                                  "extra_repr": extra_repr})
 
 
-ReLU = _activation("ReLU", lambda m, x: F.relu(x, m.inplace), inplace=True)
-Tanh = _activation("Tanh", lambda m, x: x.tanh())
-Sigmoid = _activation("Sigmoid", lambda m, x: x.sigmoid())
-GELU = _activation("GELU", lambda m, x: F.gelu(x, approximate=m.approximate),
-                   (("approximate", "none"),))
-LeakyReLU = _activation("LeakyReLU", lambda m, x: F.leaky_relu(x, m.negative_slope,
-                                                               m.inplace),
-                        (("negative_slope", 0.01),), inplace=True)
-Hardtanh = _activation("Hardtanh", lambda m, x: F.hardtanh(x, m.min_val, m.max_val,
-                                                          m.inplace),
-                       (("min_val", -1.0), ("max_val", 1.0)), inplace=True)
-ReLU6 = _activation("ReLU6", lambda m, x: F.relu6(x, m.inplace), inplace=True)
-LogSigmoid = _activation("LogSigmoid", lambda m, x: F.logsigmoid(x))
-Softsign = _activation("Softsign", lambda m, x: F.softsign(x))
-Softplus = _activation("Softplus", lambda m, x: F.softplus(x, m.beta, m.threshold),
-                       (("beta", 1.0), ("threshold", 20.0)))
-Softmax = _activation("Softmax", lambda m, x: F.softmax(x, m.dim), (("dim", None),))
-LogSoftmax = _activation("LogSoftmax", lambda m, x: F.log_softmax(x, m.dim), (("dim", None),))
-SiLU = _activation("SiLU", lambda m, x: F.silu(x, m.inplace), inplace=True)
-ELU = _activation("ELU", lambda m, x: F.elu(x, m.alpha, m.inplace), (("alpha", 1.0),),
-                  inplace=True)
-Mish = _activation("Mish", lambda m, x: F.mish(x, m.inplace), inplace=True)
-Hardswish = _activation("Hardswish", lambda m, x: F.hardswish(x, m.inplace), inplace=True,
-                        repr_inplace=False)
-Hardsigmoid = _activation("Hardsigmoid", lambda m, x: F.hardsigmoid(x, m.inplace),
-                          inplace=True, repr_inplace=False)
-SELU = _activation("SELU", lambda m, x: F.selu(x, m.inplace), inplace=True)
-CELU = _activation("CELU", lambda m, x: F.celu(x, m.alpha, m.inplace), (("alpha", 1.0),),
-                   inplace=True)
-GLU = _activation("GLU", lambda m, x: F.glu(x, m.dim), (("dim", -1),))
-Tanhshrink = _activation("Tanhshrink", lambda m, x: F.tanhshrink(x))
-Softmin = _activation("Softmin", lambda m, x: F.softmin(x, m.dim), (("dim", None),))
+class _InplaceActivation(_Activation):
+    """An activation whose only argument is inplace: forward is _fn(input, inplace)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return type(self)._fn(input, self.inplace)
+
+
+class _PlainActivation(_Activation):
+    """An activation without arguments: forward is _fn(input)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, input):
+        return type(self)._fn(input)
+
+
+class ReLU(_InplaceActivation):
+    _fn = staticmethod(F.relu)
+
+
+class ReLU6(_InplaceActivation):
+    _fn = staticmethod(F.relu6)
+
+
+class SiLU(_InplaceActivation):
+    _fn = staticmethod(F.silu)
+
+
+class Mish(_InplaceActivation):
+    _fn = staticmethod(F.mish)
+
+
+class SELU(_InplaceActivation):
+    _fn = staticmethod(F.selu)
+
+
+class Hardswish(_InplaceActivation):
+    _fn = staticmethod(F.hardswish)
+    _repr_inplace = False
+
+
+class Hardsigmoid(_InplaceActivation):
+    _fn = staticmethod(F.hardsigmoid)
+    _repr_inplace = False
+
+
+class Tanh(_PlainActivation):
+    _fn = staticmethod(F.tanh)
+
+
+class Sigmoid(_PlainActivation):
+    _fn = staticmethod(F.sigmoid)
+
+
+class LogSigmoid(_PlainActivation):
+    _fn = staticmethod(F.logsigmoid)
+
+
+class Softsign(_PlainActivation):
+    _fn = staticmethod(F.softsign)
+
+
+class Tanhshrink(_PlainActivation):
+    _fn = staticmethod(F.tanhshrink)
+
+
+class GELU(_Activation):
+    _shown = ("approximate",)
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+
+class LeakyReLU(_Activation):
+    _shown = ("negative_slope",)
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+
+class Hardtanh(_Activation):
+    _shown = ("min_val", "max_val")
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None,
+                 max_value=None):
+        super().__init__()
+        # min_value and max_value: PyTorch's deprecated names, with its warnings
+        if min_value is not None:
+            warnings.warn("keyword argument `min_value` is deprecated and renamed to "
+                          "`min_val`", FutureWarning, stacklevel=2)
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn("keyword argument `max_value` is deprecated and renamed to "
+                          "`max_val`", FutureWarning, stacklevel=2)
+            max_val = max_value
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+        if self.max_val <= self.min_val:
+            raise AssertionError(f"max_val ({self.max_val}) must be greater than min_val "
+                                 f"({self.min_val})")
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+
+class Softplus(_Activation):
+    _shown = ("beta", "threshold")
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+
+class _SoftmaxLike(_Activation):
+    """Softmax, LogSoftmax, Softmin: forward is _fn(input, dim), an implicit dim warned
+    about at the caller of the module (PyTorch's _stacklevel=5)."""
+    _shown = ("dim",)
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return type(self)._fn(input, self.dim, _stacklevel=5)
+
+
+class Softmax(_SoftmaxLike):
+    _fn = staticmethod(F.softmax)
+
+
+class LogSoftmax(_SoftmaxLike):
+    _fn = staticmethod(F.log_softmax)
+
+
+class Softmin(_SoftmaxLike):
+    _fn = staticmethod(F.softmin)
+
+
+class ELU(_Activation):
+    _shown = ("alpha",)
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return type(self)._fn(input, self.alpha, self.inplace)
+
+    _fn = staticmethod(F.elu)
+
+
+class CELU(ELU):
+    _fn = staticmethod(F.celu)
+
+
+class GLU(_Activation):
+    _shown = ("dim",)
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
 
 
 class Threshold(Module):
@@ -459,8 +607,9 @@ class Hardshrink(_Shrink):
 class PReLU(Module):
     """max(0, x) + weight * min(0, x), one learnt slope or one per channel (dim 1)."""
 
-    def __init__(self, num_parameters=1, init=0.25, dtype=None):
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
+        dtype = _factory(device, dtype, "PReLU")
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_empty(num_parameters, dtype=dtype))
         self.reset_parameters()
@@ -523,22 +672,35 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False, device=None, dtype=None):
         super().__init__()
+        dtype = _factory(device, dtype, "Embedding")
+        F._embedding_options(max_norm, scale_grad_by_freq, sparse)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise AssertionError("Padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
-        self.weight = Parameter(_empty(num_embeddings, embedding_dim, dtype=dtype))
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is not None:         # (PyTorch's from_pretrained path: the given values)
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise AssertionError("Shape of weight does not match num_embeddings and "
+                                     "embedding_dim")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+            return
+        self.weight = Parameter(_empty(num_embeddings, embedding_dim, dtype=dtype),
+                                requires_grad=not _freeze)
         init.normal_(self.weight)
         if padding_idx is not None:
             with no_grad():
@@ -555,8 +717,9 @@ class Embedding(Module):
 
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 dtype=None):
+                 device=None, dtype=None):
         super().__init__()
+        dtype = _factory(device, dtype, "LayerNorm")
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
@@ -582,8 +745,10 @@ class LayerNorm(Module):
 
 
 class RMSNorm(Module):
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, dtype=None):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
         super().__init__()
+        dtype = _factory(device, dtype, "RMSNorm")
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
@@ -598,8 +763,8 @@ class RMSNorm(Module):
         if self.elementwise_affine:
             init.ones_(self.weight)
 
-    def forward(self, input):
-        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -607,9 +772,10 @@ class RMSNorm(Module):
 
 
 class GroupNorm(Module):
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, dtype=None, *,
-                 bias=True):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None, *, bias=True):
         super().__init__()
+        dtype = _factory(device, dtype, "GroupNorm")
         if num_channels % num_groups != 0:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups "
                              f"({num_groups})")
@@ -642,14 +808,18 @@ class GroupNorm(Module):
 
 class BatchNorm1d(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, dtype=None):
+                 track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
-        dt = dtype or D.float32
+        dt = _factory(device, dtype, "BatchNorm1d")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
+        self._has_bias = bias
         if affine:
             self.weight = Parameter(_creation.ones(num_features, dtype=dt))
-            self.bias = Parameter(_creation.zeros(num_features, dtype=dt))
+            if bias:
+                self.bias = Parameter(_creation.zeros(num_features, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -676,7 +846,8 @@ class BatchNorm1d(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, " + ("" if self._has_bias else "bias=False, ")
+                + f"track_running_stats={self.track_running_stats}")
 
 
 # ---------------------------------------------------------------- recurrent cells
@@ -686,8 +857,9 @@ class _RNNCellBase(Module):
     PyTorch; forward takes (batch, input) or one unbatched (input,) sample."""
     _chunks = 1
 
-    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__()
+        dtype = _factory(device, dtype, type(self).__name__)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         n = self._chunks * hidden_size
         self.weight_ih = Parameter(_empty(n, input_size, dtype=dtype))
@@ -752,8 +924,9 @@ class _RNNCellBase(Module):
 class RNNCell(_RNNCellBase):
     """h' = tanh(W_ih x + b_ih + W_hh h + b_hh) (or relu)."""
 
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=None):
-        super().__init__(input_size, hidden_size, bias, dtype)
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
@@ -797,76 +970,151 @@ class GRUCell(_RNNCellBase):
 
 
 # ---------------------------------------------------------------- losses
-def _loss(name, fn, fields=()):
-    def __init__(self, *args, reduction="mean", **kwargs):
-        Module.__init__(self)
-        object.__setattr__(self, "reduction", reduction)
-        for (field, default), a in zip(fields, args + (None,) * len(fields)):
-            v = kwargs.get(field, default if a is None else a)
-            if isinstance(v, Parameter) or hasattr(v, "_i"):
-                self.register_buffer(field, v)
-            else:
-                object.__setattr__(self, field, v)
+class _Loss(Module):
+    """A loss module: reduction, or the one PyTorch's deprecated size_average and reduce
+    stand for (resolved here, with PyTorch's warning, as PyTorch's modules do). An
+    unknown reduction is refused when the loss is computed, as in PyTorch."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        self.reduction = F._legacy_reduction(reduction, size_average, reduce)
+
+
+class _WeightedLoss(_Loss):
+    """A loss with a class/element weight, held as a buffer (it follows to(dtype) and
+    state_dict), as PyTorch's."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        Module.__init__(self)       # (not _Loss's: the warning's stacklevel counts frames)
+        self.reduction = F._legacy_reduction(reduction, size_average, reduce)
+        self.register_buffer("weight", weight)
+
+
+class MSELoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
-        kw = {f: getattr(self, f) for f, _ in fields}
-        return fn(input, target, reduction=self.reduction, **kw)
-    return type(name, (Module,), {"__init__": __init__, "forward": forward})
+        return F.mse_loss(input, target, reduction=self.reduction)
 
 
-MSELoss = _loss("MSELoss", F.mse_loss)
-L1Loss = _loss("L1Loss", F.l1_loss)
-HuberLoss = _loss("HuberLoss", F.huber_loss, (("delta", 1.0),))
-SmoothL1Loss = _loss("SmoothL1Loss", F.smooth_l1_loss, (("beta", 1.0),))
-BCELoss = _loss("BCELoss", F.binary_cross_entropy, (("weight", None),))
-BCEWithLogitsLoss = _loss("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits,
-                          (("weight", None), ("pos_weight", None)))
-NLLLoss = _loss("NLLLoss", F.nll_loss, (("weight", None), ("ignore_index", -100)))
-CrossEntropyLoss = _loss("CrossEntropyLoss", F.cross_entropy,
-                         (("weight", None), ("ignore_index", -100), ("label_smoothing", 0.0)))
-SoftMarginLoss = _loss("SoftMarginLoss", F.soft_margin_loss)
+class L1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
 
 
-class KLDivLoss(Module):
+class SoftMarginLoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class BCELoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight,
+                                      reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                  pos_weight=self.pos_weight,
+                                                  reduction=self.reduction)
+
+
+class NLLLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, weight=self.weight,
+                               ignore_index=self.ignore_index, reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)
+
+
+class KLDivLoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
-        super().__init__()
-        F._reduction("mean", size_average, reduce)     # (raises: use reduction=)
-        self.reduction, self.log_target = reduction, log_target
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
-class PoissonNLLLoss(Module):
+class PoissonNLLLoss(_Loss):
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                  reduction="mean"):
-        super().__init__()
-        F._reduction("mean", size_average, reduce)
-        self.log_input, self.full, self.eps, self.reduction = log_input, full, eps, reduction
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
 
     def forward(self, log_input, target):
         return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full,
                                   eps=self.eps, reduction=self.reduction)
 
 
-class GaussianNLLLoss(Module):
+class GaussianNLLLoss(_Loss):
     def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
-        super().__init__()
-        self.full, self.eps, self.reduction = full, eps, reduction
+        super().__init__(reduction=reduction)
+        self.full, self.eps = full, eps
 
     def forward(self, input, target, var):
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
                                    reduction=self.reduction)
 
 
-class _PairLoss(Module):
+class _PairLoss(_Loss):
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__()
-        F._reduction("mean", size_average, reduce)
-        self.margin, self.reduction = margin, reduction
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
 
     def forward(self, input1, input2, target):
-        return self._fn(input1, input2, target, margin=self.margin, reduction=self.reduction)
+        return type(self)._fn(input1, input2, target, margin=self.margin,
+                              reduction=self.reduction)
 
 
 class CosineEmbeddingLoss(_PairLoss):

@@ -207,8 +207,25 @@ class Module:
                                + "\n\t".join(errors))
         for k, target in own.items():
             if k in state_dict:
-                _copy_into(target, state_dict[k])
+                if assign:
+                    self._assign(k, target, state_dict[k])
+                else:
+                    _copy_into(target, state_dict[k])
         return _IncompatibleKeys(missing, unexpected)
+
+    def _assign(self, key, target, src):
+        """load_state_dict(assign=True), as in PyTorch: the module holds the state dict's
+        tensor itself (a parameter keeps the module's requires_grad)."""
+        *path, name = key.split(".")
+        m = self
+        for part in path:
+            m = m._modules[part]
+        if name in m._parameters:
+            if isinstance(src, Parameter):
+                src.requires_grad_(target.requires_grad)
+            else:
+                src = Parameter(src, requires_grad=target.requires_grad)
+        setattr(m, name, src)
 
     # ------------------------------------------------------------ modes and helpers
     def train(self, mode=True):
@@ -237,13 +254,15 @@ class Module:
         fn(self)
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args, device=None, dtype=None, non_blocking=False):
         """Convert floating point parameters and buffers in place (the Parameter objects
-        stay the same, as in PyTorch, so optimizers keep working)."""
-        from .._promotion import _dtype_of
-        dtype = kwargs.get("dtype")
-        for a in args:
-            dtype = _dtype_of(a) or dtype
+        stay the same, as in PyTorch, so optimizers keep working). *args: PyTorch's
+        Module.to is overloaded on its first argument, to(device, dtype, non_blocking),
+        to(dtype, non_blocking) or to(tensor, non_blocking)."""
+        from .._creation import check_device
+        from .._promotion import _to_arguments
+        dtype, device, _, _ = _to_arguments(args, dtype, device, non_blocking, False, flags=1)
+        check_device(device, "to")
         if dtype is None:
             return self
         if not dtype.is_floating_point:
@@ -267,7 +286,7 @@ class Module:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *input):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 

@@ -1,11 +1,11 @@
 """nn.utils: gradient clipping."""
 import numpy as np
 
-from ..tensor import Tensor, _numpy_view
+from ..tensor import Tensor as _Tensor, _numpy_view
 
 
 def _grads(parameters):
-    if isinstance(parameters, Tensor):
+    if isinstance(parameters, _Tensor):
         parameters = [parameters]
     return [p.grad for p in parameters if p.grad is not None]
 

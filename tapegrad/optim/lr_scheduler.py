@@ -1,9 +1,10 @@
 """Learning-rate schedulers: PyTorch's formulas (including CosineAnnealingLR's recursive
 form, so values match step by step). They write group["lr"], which the next
 optimizer.step() reads."""
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import math
 
-from ..replay.recorder import note_break
+from ..replay.recorder import note_break as _note_break
 
 
 class LRScheduler:
@@ -32,7 +33,7 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch=None):
-        note_break("an lr scheduler's step (step the scheduler outside the compiled "
+        _note_break("an lr scheduler's step (step the scheduler outside the compiled "
                    "function: a replay reads the learning rate at every call)")
         self._step_count += 1
         if epoch is None:

@@ -1,5 +1,6 @@
 """Optimizers with PyTorch's API (param groups, state, state dicts); each step() is one
 compiled call per param group (tapegrad/optim/_kernels.py), not a loop of tensor ops."""
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import copy
 
 import numpy as np
@@ -307,13 +308,28 @@ def _check(cond, msg):
         raise ValueError(msg)
 
 
+def _implementation(foreach=None, fused=None, differentiable=False, **more):
+    """PyTorch's implementation switches, kept in the defaults as PyTorch keeps them (so
+    param groups and state dicts have its keys). Every step here is one compiled kernel
+    per group, so foreach, fused and capturable choose nothing, with PyTorch's checks;
+    differentiable=True (a step autograd records) is refused, not ignored."""
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if fused and differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
+    if differentiable:
+        raise NotImplementedError("differentiable=True is not supported: tapegrad's optimizer "
+                                  "steps are compiled kernels that autograd does not record")
+    return dict(foreach=foreach, fused=fused, differentiable=differentiable, **more)
+
+
 class SGD(Optimizer):
     kernel = K.sgd_native
     hyper = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
     buffers = ("momentum_buffer",)
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-                 *, maximize=False):
+                 *, maximize=False, foreach=None, differentiable=False, fused=None):
         _check(lr >= 0, f"Invalid learning rate: {lr}")
         _check(momentum >= 0, f"Invalid momentum value: {momentum}")
         _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
@@ -321,7 +337,8 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize))
+                                      maximize=maximize,
+                                      **_implementation(foreach, fused, differentiable)))
 
     def _buffer_on(self, name, group):
         return group["momentum"] != 0
@@ -332,34 +349,41 @@ class Adam(Optimizer):
     hyper = ("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "decoupled")
     buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
     has_step = True
-    _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, *, maximize=False):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         _check(lr >= 0, f"Invalid learning rate: {lr}")
         _check(eps >= 0, f"Invalid epsilon value: {eps}")
         _check(0 <= betas[0] < 1, f"Invalid beta parameter at index 0: {betas[0]}")
         _check(0 <= betas[1] < 1, f"Invalid beta parameter at index 1: {betas[1]}")
         _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+        super().__init__(params, dict(
+            lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+            maximize=maximize, **_implementation(foreach, fused, differentiable,
+                                                 capturable=capturable),
+            decoupled_weight_decay=decoupled_weight_decay))
 
     def _hyper(self, group):
         b1, b2 = group["betas"]
         return [group["lr"], b1, b2, group["eps"], group["weight_decay"], group["amsgrad"],
-                group["maximize"], self._decoupled]
+                group["maximize"], group["decoupled_weight_decay"]]
 
     def _buffer_on(self, name, group):
         return name != "max_exp_avg_sq" or group["amsgrad"]
 
 
 class AdamW(Adam):
-    _decoupled = True
+    """Adam with decoupled weight decay (PyTorch's AdamW: Adam's
+    decoupled_weight_decay=True, which its param groups show)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
 
 
 class RMSprop(Optimizer):
@@ -369,14 +393,18 @@ class RMSprop(Optimizer):
     has_step = True
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, *, maximize=False):
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
         _check(lr >= 0, f"Invalid learning rate: {lr}")
         _check(eps >= 0, f"Invalid epsilon value: {eps}")
         _check(momentum >= 0, f"Invalid momentum value: {momentum}")
         _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
         _check(alpha >= 0, f"Invalid alpha value: {alpha}")
+        _implementation(foreach, None, differentiable)       # (PyTorch's RMSprop: no fused)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))
+                                      momentum=momentum, centered=centered,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
 
     def _buffer_on(self, name, group):
         if name == "grad_avg":
@@ -393,7 +421,7 @@ class Adagrad(Optimizer):
     has_step = True
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
-                 eps=1e-10, *, maximize=False):
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
         _check(lr >= 0, f"Invalid learning rate: {lr}")
         _check(lr_decay >= 0, f"Invalid lr_decay value: {lr_decay}")
         _check(weight_decay >= 0, f"Invalid weight_decay value: {weight_decay}")
@@ -402,7 +430,8 @@ class Adagrad(Optimizer):
         _check(eps >= 0, f"Invalid epsilon value: {eps}")
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, maximize=maximize))
+                                      eps=eps, maximize=maximize,
+                                      **_implementation(foreach, fused, differentiable)))
 
     def _new_buffer(self, name, p, group):
         return _creation.full(tuple(p.shape), float(group["initial_accumulator_value"]),
