@@ -13,9 +13,10 @@ import numpy as np
 
 from . import _dtype as D
 from ._engine import layout as L
+from ._engine import sizes
 from ._engine.state import GRAD_MODE, RECORDING
 from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
-                     _is_scalar, multi_view_output, view_of_leaf)
+                     _is_scalar, multi_view_output, view_of_leaf, not_tensor)
 from .ops.registry import BY_NAME
 
 _FV = 16
@@ -141,6 +142,9 @@ def narrow(input, dim, start, length):
 
 
 def unsqueeze(input, dim):
+    """A view of input with a dim of size 1 inserted at dim."""
+    if not isinstance(input, Tensor):
+        raise not_tensor("unsqueeze", input)
     shape, st, off = _layout(input)
     nd = len(shape)
     if nd >= L.MAXD:
@@ -153,6 +157,9 @@ def unsqueeze(input, dim):
 
 
 def squeeze(input, dim=None):
+    """A view of input without its dims of size 1 (all, or those of dim)."""
+    if not isinstance(input, Tensor):
+        raise not_tensor("squeeze", input)
     shape, st, off = _layout(input)
     nd = len(shape)
     if dim is None:
@@ -175,6 +182,10 @@ def _alias(input):
 
 
 def split(tensor, split_size_or_sections, dim=0):
+    """Views of tensor along dim: pieces of split_size_or_sections elements (the last
+    may be shorter), or of the sizes a list of them gives."""
+    if not isinstance(tensor, Tensor):
+        raise not_tensor("split", tensor, "tensor")
     nd = tensor.ndim
     if nd == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
@@ -638,14 +649,26 @@ def masked_select(input, mask):
     return _take(src, "masked_select", np.flatnonzero(np.broadcast_to(m, shape)), mask)
 
 
-def masked_fill(input, mask, value, _inplace=False):
+def masked_fill(input, mask, value):
+    """input with value where mask (broadcast) is True."""
+    return _masked_fill(input, mask, value, False)
+
+
+def masked_fill_(input, mask, value):
+    """masked_fill in place."""
+    return _masked_fill(input, mask, value, True)
+
+
+def _masked_fill(input, mask, value, _inplace):
+    if not isinstance(input, Tensor):
+        raise not_tensor("masked_fill_" if _inplace else "masked_fill", input)
     m = _bool_mask(mask, "masked_fill_" if _inplace else "masked_fill")
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but "
                                f"got tensor with {value.ndim} dimension(s).")
         if value.requires_grad and not _inplace:    # the value gets a gradient too
-            return where(mask, value.to(input.dtype), input, _op="masked_fill_tensor")
+            return _where(mask, value.to(input.dtype), input, "masked_fill_tensor")
         value = value.item()
     from ._promotion import from_array, bump_version
     if not input.dtype.is_floating_point:
@@ -664,9 +687,6 @@ def masked_fill(input, mask, value, _inplace=False):
     r = run(BY_NAME["masked_fill"], input._i, mf._i, float(value), flags=flags, c=mask._i)
     return input if _inplace else _wrap(r)
 
-
-def masked_fill_(input, mask, value):
-    return masked_fill(input, mask, value, _inplace=True)
 
 
 # ---------------------------------------------------------------- x[key] = v
@@ -857,9 +877,18 @@ def copy_(self, src, non_blocking=False):
 
 
 # ---------------------------------------------------------------- where
-def where(condition, input=None, other=None, _op="where"):
+def where(condition, input=None, other=None):
+    """input where condition is True, other elsewhere (broadcast together); with the
+    condition alone, nonzero(condition, as_tuple=True)."""
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where() missing the 'input' or 'other' argument: give both, or "
+                        "neither (nonzero)")
+    return _where(condition, input, other, "where")
+
+
+def _where(condition, input, other, _op):
     from ._promotion import result_type, to, from_array
     from ._creation import tensor as make
     if not isinstance(condition, Tensor) or condition.dtype is not D.bool_:
@@ -880,7 +909,11 @@ def where(condition, input=None, other=None, _op="where"):
 
 
 def nonzero(input, *, as_tuple=False):
+    """The indices of input's nonzero elements: one row per element, or (as_tuple) one
+    index tensor per dim."""
     from ._promotion import from_array
+    if not isinstance(input, Tensor):
+        raise not_tensor("nonzero", input)
     nz = np.nonzero(_numpy_view(input))
     if as_tuple:
         return tuple(from_array(np.ascontiguousarray(i, dtype=np.int64)) for i in nz)
@@ -922,6 +955,8 @@ def cat(tensors, dim=0):
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. "
                                    f"Expected size {ref[j]} but got size {t.shape[j]} for "
                                    f"tensor number {k} in the list.")
+    shape = ref[:d] + [sum(t.shape[d] for t in ts)] + ref[d + 1:]
+    sizes.check_new(shape, rt.np.itemsize)
     if not rt.is_floating_point:
         from ._promotion import from_array
         return from_array(np.concatenate([_numpy_view(t) for t in ts], axis=d))
@@ -961,10 +996,25 @@ def stack(tensors, dim=0):
     if nd >= L.MAXD:
         raise RuntimeError(f"tapegrad tensors have at most {L.MAXD} dims")
     d = _dim(dim, nd + 1, "stack")
+    sizes.check_new(ref[:d] + [len(ts)] + ref[d:], rt.np.itemsize)
     if not rt.is_floating_point:
         from ._promotion import from_array
         return from_array(np.stack([_numpy_view(t) for t in ts], axis=d))
     return _join(ts, d, True)
+
+
+def _split_method(self, split_size, dim=0):
+    """Views of self along dim (tapegrad.split; PyTorch's method names the size
+    split_size)."""
+    return split(self, split_size, dim)
+
+
+def _where_method(self, condition, other):
+    """self where condition is True, other elsewhere (tapegrad.where)."""
+    return where(condition, self, other)
+
+
+_split_method.__name__, _where_method.__name__ = "split", "where"
 
 
 def install(g):
@@ -975,7 +1025,8 @@ def install(g):
         setattr(T, name, globals()[name])
     T.__getitem__ = getitem
     T.__setitem__ = setitem
-    T.where = lambda self, condition, other: where(condition, self, other)
+    T.split = _split_method
+    T.where = _where_method
     for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk",
                  "index_select", "gather", "masked_select", "masked_fill", "where", "nonzero",
                  "cat", "stack"):

@@ -16,6 +16,7 @@ import numpy as np
 from . import _creation
 from . import _dtype as D
 from ._creation import from_numpy, tensor, _creation_grad_check, _dtype_arg, _from_array, _size
+from ._engine import sizes
 from ._functions import _dims_mask
 from ._math import _check
 from ._promotion import from_array, promote_types, _broadcast_check, _type_name
@@ -230,11 +231,16 @@ def eye(n, m=None, dtype=None, requires_grad=False):
     n = _int_arg(n, "n", "eye")
     m = n if m is None else _int_arg(m, "m", "eye")
     for name, value in (("n", n), ("m", m)):
+        if value > sizes.INT64_MAX:
+            raise ValueError("eye(): Overflow when unpacking long long")
         if value < 0:
             raise RuntimeError(f"eye(): {name} must be greater or equal to 0, got {value}")
     with _naming("eye"):
         dt = _dtype_arg(dtype)
     _named_grad_check(dt, requires_grad, "eye")
+    sizes.check_new((n, m), dt.itemsize)     # (before NumPy allocates it)
+    if n == 0 or m == 0:    # (NumPy refuses some empty shapes: (0, 2**62) float32)
+        return _creation.zeros(n, m, dtype=dt, requires_grad=requires_grad)
     return _from_array(np.eye(n, m, dtype=dt.np), dt, requires_grad)
 
 
@@ -313,6 +319,8 @@ def _linspace_values(start, end, steps, npdt):
 def linspace(start, end, steps, dtype=None, requires_grad=False):
     start, end = _bound(start, "start"), _bound(end, "end")
     steps = _int_arg(steps, "steps", "linspace")
+    if steps > sizes.INT64_MAX:
+        raise ValueError("linspace(): Overflow when unpacking long long")
     if steps < 0:
         raise RuntimeError("linspace(): number of steps must be non-negative")
     with _naming("linspace"):
@@ -320,6 +328,7 @@ def linspace(start, end, steps, dtype=None, requires_grad=False):
     if dt is D.bool_:
         raise NotImplementedError("linspace(): \"linspace_cpu\" not implemented for 'Bool'")
     _named_grad_check(dt, requires_grad, "linspace")
+    sizes.check_new((steps,), dt.itemsize)   # (before NumPy computes the values)
     return _from_array(_linspace_values(start, end, steps, dt.np), dt, requires_grad)
 
 
@@ -367,6 +376,9 @@ def randint(*args, low=_MISSING, high=_MISSING, size=_MISSING, dtype=None):
         warnings.warn(f"randint(): high - 1 is out of bounds [-(2^{bits}), 2^{bits}]. Due "
                       f"to precision limitations {dt.name} can support discrete uniform "
                       "distribution only within this range.", UserWarning, stacklevel=2)
+    sizes.check_new(shape, dt.itemsize)      # (before NumPy draws the values)
+    if 0 in shape:
+        return _creation.zeros(shape, dtype=dt)
     values = _creation._GEN[0].integers(lo, hi, size=shape, dtype=np.int64)
     return _from_array(values.astype(dt.np), dt, False)
 

@@ -16,6 +16,7 @@ import zipfile
 import numpy as np
 
 from . import _dtype as D
+from ._engine import sizes
 from .tensor import Tensor, _numpy_view
 
 FORMAT = "tapegrad-checkpoint"
@@ -98,7 +99,10 @@ def _decode(node, arrays, path):
             dt = D._by_name(node["dtype"])
             if arr.dtype != dt.np:
                 raise ValueError(f"array {node['key']} has dtype {arr.dtype}, expected {dt.name}")
-            t = _from_array(arr, dt, False)
+            try:
+                t = _from_array(arr, dt, False)
+            except RuntimeError as exc:     # (a shape no tensor can have, too many dims)
+                raise _bad(path, f"array {node['key']}: {exc}") from None
             if node.get("param"):
                 return Parameter(t, requires_grad=bool(node["requires_grad"]))
             return t.requires_grad_(True) if node["requires_grad"] else t
@@ -122,9 +126,62 @@ def _decode(node, arrays, path):
     raise _bad(path, f"unknown entry type {kind!r}")
 
 
+def _check_arrays(data, path):
+    """Every array's .npy header against the bytes its member holds, before NumPy
+    allocates what a header claims: a crafted shape (huge, overflowing, negative) over a
+    few bytes is refused without touching memory."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            name = info.filename[:-4]
+            try:
+                with zf.open(info) as fp:
+                    version = np.lib.format.read_magic(fp)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+                    else:
+                        raise ValueError(f"unsupported .npy format version {version}")
+                    held = info.file_size - fp.tell()
+            except (ValueError, RuntimeError, NotImplementedError, EOFError, OSError,
+                    zipfile.BadZipFile) as exc:     # (zipfile's: encrypted, unknown method)
+                raise _bad(path, f"array {name}: {exc}") from None
+            if dtype.hasobject:
+                continue            # (np.load refuses it: no pickles)
+            if any(s < 0 for s in shape) or sizes.storage_overflows(shape, dtype.itemsize):
+                raise _bad(path, f"array {name} claims an impossible shape {list(shape)}")
+            n = 1
+            for s in shape:
+                n *= s
+            if n * dtype.itemsize != held:
+                raise _bad(path, f"array {name} claims shape {list(shape)} of {dtype} "
+                                 f"({n * dtype.itemsize} bytes) but holds {held} bytes")
+
+
+def _check_location(loc):
+    """map_location as PyTorch takes it (a device string, a dict of them, a callable),
+    held to the CPU: a callable would be handed storages tapegrad does not have."""
+    targets = list(loc.values()) if isinstance(loc, dict) else [loc]
+    for t in targets:
+        if t is None or str(t) == "cpu":
+            continue
+        if callable(t):
+            raise TypeError("load(): map_location as a function is not supported (tapegrad "
+                            "loads every tensor on the CPU)")
+        raise RuntimeError(f"load(): map_location {t!r}: tapegrad runs on the CPU only")
+
+
 def load(f, map_location=None, weights_only=True):
     """Load what save() wrote. Never unpickles: a file holding pickled objects, a
-    truncated or otherwise malformed file raises an error naming the file."""
+    truncated or otherwise malformed file raises an error naming the file, whatever
+    weights_only says. map_location: tensors load on the CPU, the only place tapegrad
+    keeps them; a location naming anything else is refused."""
+    _check_location(map_location)
+    if not isinstance(weights_only, bool) and weights_only is not None:
+        raise TypeError(f"load(): weights_only must be a bool, not "
+                        f"{type(weights_only).__name__}")
     path = getattr(f, "name", f) if not isinstance(f, (str, os.PathLike)) else os.fspath(f)
     try:
         src = f if hasattr(f, "read") else open(os.fspath(f), "rb")
@@ -136,6 +193,7 @@ def load(f, map_location=None, weights_only=True):
         if src is not f:
             src.close()
     try:
+        _check_arrays(data, path)
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
     except ValueError as exc:

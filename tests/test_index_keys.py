@@ -235,16 +235,19 @@ def _draw_key(rng, shape):
     return tuple(items)
 
 
-def _in(lib, key):
+def _map_key(key, fn):
+    """key with fn applied to each item, through nested lists and tuples."""
     def one(k):
-        if isinstance(k, _T):
-            return lib.tensor(k.a)
         if isinstance(k, list):
             return [one(e) for e in k]
         if isinstance(k, tuple):
             return tuple(one(e) for e in k)
-        return k
+        return fn(k)
     return one(key)
+
+
+def _in(lib, key):
+    return _map_key(key, lambda k: lib.tensor(k.a) if isinstance(k, _T) else k)
 
 
 def _outcome(fn):
@@ -261,15 +264,8 @@ def _masks_as_tensors(key):
     multi-dim NumPy mask as one when it places an Ellipsis or None (it converts the array
     only later), and so refuses some keys it reads with the same mask as a tensor; those
     are compared with that reading, which is NumPy's too."""
-    def one(k):
-        if isinstance(k, np.ndarray) and k.dtype == np.bool_ and k.ndim > 1:
-            return _T(k)
-        if isinstance(k, list):
-            return [one(e) for e in k]
-        if isinstance(k, tuple):
-            return tuple(one(e) for e in k)
-        return k
-    return one(key)
+    return _map_key(key, lambda k: _T(k) if isinstance(k, np.ndarray)
+                    and k.dtype == np.bool_ and k.ndim > 1 else k)
 
 
 def _grad(t):

@@ -350,7 +350,8 @@ def test_as_tensor_python_data_dtypes():
 
 def test_as_tensor_errors():
     arr = np.arange(6.0).reshape(2, 3)
-    with pytest.raises(ValueError, match=r"as_tensor\(\): arrays with negative .*strides"):
+    with pytest.raises(ValueError, match=r"as_tensor\(\): At least one stride in the given "
+                                         r"numpy array is negative"):
         tg.as_tensor(arr[:, ::-1])
     with pytest.raises(ValueError, match=r"as_tensor\(\): given numpy array has byte order "
                                          r"different from the native byte order"):
@@ -364,8 +365,10 @@ def test_as_tensor_errors():
         tg.as_tensor(None)
     with pytest.raises(ValueError, match=r"as_tensor\(\): .*inhomogeneous"):
         tg.as_tensor([[1, 2], [3]])
-    with pytest.raises(TypeError, match=r"as_tensor\(\): dtype must be a tapegrad dtype"):
-        tg.as_tensor(arr, dtype=float)
+    with pytest.raises(TypeError, match=r"as_tensor\(\): argument 'dtype' must be "
+                                        r"tapegrad.dtype, not str"):
+        tg.as_tensor(arr, dtype="float32")
+    assert tg.as_tensor(arr, dtype=float).dtype is tg.float64      # Python's float, as PyTorch
 
 
 def test_as_tensor_matches_torch():
@@ -409,7 +412,7 @@ def test_eye_errors():
         tg.eye(2, "3")
     with pytest.raises(RuntimeError, match=r"eye\(\): Only Tensors of floating point"):
         tg.eye(2, dtype=tg.int64, requires_grad=True)
-    with pytest.raises(TypeError, match=r"eye\(\): dtype must be a tapegrad dtype"):
+    with pytest.raises(TypeError, match=r"eye\(\): argument 'dtype' must be tapegrad.dtype"):
         tg.eye(2, dtype="float32")
 
 
@@ -542,7 +545,7 @@ def test_randint_errors():
         tg.randint(10, (3.0,))
     with pytest.raises(TypeError, match=r"randint\(\): size must be a sequence of ints"):
         tg.randint(10, (True,))
-    with pytest.raises(RuntimeError, match=r"randint: Dimension size must be non-negative"):
+    with pytest.raises(RuntimeError, match=r"negative dimension -1: \[2, -1\]"):
         tg.randint(10, (2, -1))
     with pytest.raises(TypeError, match=r"randint\(\): argument 'low' must be int, not float"):
         tg.randint(0.5, 10, (3,))

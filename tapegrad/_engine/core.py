@@ -101,6 +101,82 @@ def rec_event(C, n, kind, x, y, z):
 
 
 # ---------------------------------------------------------------- allocation
+# Sizes arrive checked by Python (sizes.py), but an op's result shape is the kernel's own
+# (a broadcast of two expanded views, a matmul): every byte count is computed here with
+# overflow checks, since a wrapped product would allocate a block too small for the tensor.
+@jit
+def checked_mul(a, b):
+    """a * b for counts a, b >= 0; -1 when it overflows int64."""
+    if a < 0 or b < 0 or (a != 0 and b > I64_MAX // a):
+        return -1
+    return a * b
+
+
+@jit
+def bytes_of(n, k, isz):
+    """Bytes of k blocks of n items of isz bytes; -1 when that overflows int64."""
+    m = checked_mul(n, k)
+    return -1 if m < 0 else checked_mul(m, isz)
+
+
+@jit
+def count_of(nd, shape):
+    """The element count of shape[0:nd]; -1 when it overflows, as PyTorch counts it: a
+    partial product of the sizes overflows 64 unsigned bits (a later 0 does not undo
+    that), or the count does not fit in int64 (a negative size reads as a huge one)."""
+    n = 1
+    big = False         # the partial product is in [2**63, 2**64): it does not fit n
+    for d in range(nd):
+        s = shape[d]
+        if s < 0:
+            return -1
+        if s == 0:
+            n = 0
+            big = False
+        elif s > 1:
+            if big:
+                return -1
+            # (2**64 - 1) // s, from int64's maximum (2**63 - 1) without leaving int64
+            if n > 2 * (I64_MAX // s) + (2 * (I64_MAX % s) + 1) // s:
+                return -1
+            if n > I64_MAX // s:
+                big = True
+            else:
+                n *= s
+    return -1 if big else n
+
+
+@jit
+def contiguous_nbytes(nd, shape, isz):
+    """Bytes of a contiguous tensor of shape[0:nd]; -1 when it cannot exist, as PyTorch
+    checks it: its element count (count_of), its byte count or a contiguous stride (0 sizes
+    count as 1) overflows int64."""
+    n = count_of(nd, shape)
+    if n < 0:
+        return -1
+    st = 1
+    for d in range(nd - 1, 0, -1):
+        st = checked_mul(st, shape[d] if shape[d] > 1 else 1)
+        if st < 0:
+            return -1
+    return checked_mul(n, isz)
+
+
+@jit
+def _refused(C, nbytes):
+    """Note an allocation that cannot be made (nbytes < 0: its size overflowed)."""
+    C[C_NOMEM_BYTES] = nbytes
+    C[C_NOMEM_COUNT] += 1
+    return -2
+
+
+@jit
+def _refused_sweep(C, nbytes):
+    """The sweep's status for a gradient buffer it cannot make."""
+    _refused(C, nbytes)
+    return E_NOMEM
+
+
 @jit
 def _planned_addr(C, sid, nb, zero):
     """A replayed step's k-th allocation takes the arena block the plan gives it, if the
@@ -126,12 +202,15 @@ def _planned_addr(C, sid, nb, zero):
 
 @jit
 def stor_new(C, nbytes, zero):
-    """A storage of nbytes (refcount 0). Returns -1 when the table is full, -2 when
-    malloc fails. Callers reserve table room first, so -1 never happens mid-op."""
+    """A storage of nbytes (refcount 0). Returns -1 when the table is full, -2 when the
+    memory cannot be had: nbytes < 0 (an overflowed size), above the limit C_MAX_BYTES,
+    or malloc fails. Callers reserve table room first, so -1 never happens mid-op."""
     S = stor_of(C)
     sid = C[C_STOR_FREE]
     if sid < 0:
         return -1
+    if nbytes < 0 or nbytes > C[C_MAX_BYTES]:
+        return _refused(C, nbytes)
     nb = nbytes if nbytes > 8 else 8
     kind = 0
     addr = 0
@@ -144,7 +223,7 @@ def stor_new(C, nbytes, zero):
         else:
             addr = c_malloc(nb)
         if addr == 0:
-            return -2
+            return _refused(C, nb)
         C[C_BYTES] += nb
     C[C_STOR_FREE] = S[sid, S_NEXT]
     S[sid, S_ADDR] = addr
@@ -188,13 +267,24 @@ def meta_new(C, sid, off, nd, dt):
 
 @jit
 def meta_contiguous(C, dt, nd, shape, zero):
-    """A fresh contiguous tensor of the given shape (shape[0:nd]); -2 if out of memory."""
-    n = 1
-    for d in range(nd):
-        n *= shape[d]
-    sid = stor_new(C, n * itemsize(dt), zero)
+    """A fresh contiguous tensor of the given shape (shape[0:nd]), or a status: E_OVERFLOW
+    when no tensor can have that shape (err: its shape), E_NOMEM when its memory cannot be
+    had (ctx: the bytes asked for)."""
+    isz = itemsize(dt)
+    nb = contiguous_nbytes(nd, shape, isz)
+    if nb < 0:
+        E = err_of(C)
+        E[0] = nd
+        for d in range(nd):
+            E[1 + d] = shape[d]
+        E[9] = isz
+        _refused(C, -1)
+        return E_OVERFLOW
+    sid = stor_new(C, nb, zero)
+    if sid == -1:
+        return E_GROW_STOR
     if sid < 0:
-        return sid
+        return E_NOMEM
     t = meta_new(C, sid, 0, nd, dt)
     M = meta_of(C)
     for d in range(nd):
@@ -805,7 +895,7 @@ def tangent_entry(caddr, row, bits, ntan):
     S = stor_of(C)
     n = D[D_N]
     isz = itemsize(M[ids[0], M_DTYPE])
-    sid = stor_new(C, n * ntan * isz, False)
+    sid = stor_new(C, bytes_of(n, ntan, isz), False)
     if sid < 0:
         o = outs_of(C)[0]
         M[o, M_REFS] += 1
@@ -1159,7 +1249,7 @@ def _op(caddr, op, a, b, s, flags):
         self_copy = call_native_i2(C[C_CLONE], caddr, a)   # the gradient needs self as it was
         if self_copy < 0:
             row_discard(C, r)
-            return E_NOMEM
+            return self_copy
         M[self_copy, M_REFS] += 1
         T[r, R_IN + IN_VER] = version_of(C, self_copy)
     C[C_INPLACE] = a if inplace else -1
@@ -1410,7 +1500,7 @@ def row_grad_addr(C, r, k):
 def new_row_gbuf(C, r, zero):
     """Make row r's gradient storage (all its outputs); False when out of memory."""
     T = tape_of(C)
-    sid = stor_new(C, out_numel(T, r) * T[r, R_NOUT] * itemsize(T[r, R_ODTYPE]), zero)
+    sid = stor_new(C, bytes_of(out_numel(T, r), T[r, R_NOUT], itemsize(T[r, R_ODTYPE])), zero)
     if sid < 0:
         return False
     stor_of(C)[sid, S_REFS] = 1
@@ -1442,7 +1532,7 @@ def leaf_grad_addr(C, t):
             return 0
         sid = M[t, M_GTMP]
         if sid < 0:
-            sid = stor_new(C, M[t, M_NUMEL] * itemsize(dt), True)
+            sid = stor_new(C, bytes_of(M[t, M_NUMEL], 1, itemsize(dt)), True)
             if sid < 0:
                 return 0
             S[sid, S_REFS] = 1
@@ -1623,6 +1713,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
     E = err_of(C)
     bwd = bwd_table(C)
     C[C_MODE] = mode
+    C[C_SW_REFUSED] = C[C_NOMEM_COUNT]
     info = opinfo_of(C)
     # the marked rows and the marking stack live in the regions of the pausable state
     # that hold them later (Python sizes them past the live rows): nothing to allocate
@@ -1683,6 +1774,17 @@ def sweep(caddr, nroots, ncap, mode, retain):
             _unmark(T, rows, nm)
             E[0] = r
             return E_FREED
+        # gradient buffers no allocation can hold (a huge expanded view's): refused now,
+        # before a row runs and frees what it saved
+        nb = bytes_of(out_numel(T, r), T[r, R_NOUT], itemsize(T[r, R_ODTYPE]))
+        for k in range(T[r, R_NIN]):
+            t = T[r, R_IN + k * IW + IN_T]
+            if t >= 0 and nb >= 0 and nb <= C[C_MAX_BYTES]:
+                nb = bytes_of(M[t, M_NUMEL], 1, itemsize(M[t, M_DTYPE]))
+        if nb < 0 or nb > C[C_MAX_BYTES]:
+            _unmark(T, rows, nm)
+            E[0] = r
+            return _refused_sweep(C, nb)
         slot = op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)
         if bwd[slot] == 0 and info[op, O_KIND] != KIND_PY:
             _unmark(T, rows, nm)
@@ -1829,6 +1931,9 @@ def _sweep_loop(caddr):
                 if st != K_OK:
                     status = st if st < 0 else E_KERNEL
                     E[0] = r
+        if status == 0 and C[C_NOMEM_COUNT] != C[C_SW_REFUSED]:
+            status = E_NOMEM        # (a gradient buffer of this row or a seed was refused)
+            E[0] = r
         T[r, R_STATE] &= ~(RS_MARK | RS_NORUN)
         if T[r, R_GBUF] >= 0:
             sid = T[r, R_GBUF]
@@ -1858,6 +1963,8 @@ def _sweep_loop(caddr):
             if had:
                 T[r, R_STATE] |= RS_RELEASED
     W_[SW_ACTIVE] = 0
+    if status == 0 and C[C_NOMEM_COUNT] != C[C_SW_REFUSED]:
+        status = E_NOMEM
     if status < 0:
         return status
     # captured gradients become tensors the caller wraps
@@ -1890,6 +1997,8 @@ def take_gtmp(C, m):
 @jit_entry
 def sweep_resume(caddr):
     """Go on with a sweep paused by E_CALLBACK (Python has done the row's part)."""
+    C = ctx_of(caddr)
+    C[C_SW_REFUSED] = C[C_NOMEM_COUNT]      # (the callback's own ops raised for theirs)
     return _sweep_loop(caddr)
 
 
@@ -1964,7 +2073,7 @@ def new_tensor(caddr, dt, nd, zero):
     drain(C)
     t = meta_contiguous(C, dt, nd, iargs_of(C)[:nd], zero)
     if t < 0:
-        return E_NOMEM
+        return t
     meta_of(C)[t, M_REFS] = 1
     return t
 
@@ -2049,6 +2158,6 @@ def contiguous_copy(caddr, t):
     drain(C)
     c = clone_tensor(C, t)
     if c < 0:
-        return E_NOMEM
+        return c
     meta_of(C)[c, M_REFS] = 1
     return c

@@ -155,7 +155,18 @@ C_INPLACE_FN = 52             # address of inplace_entry, compiled when an op fi
 C_WANT_ROWS = 51              # table index + 1 of a row-broadcast kernel an op wanted and found
                               #   unloaded (it ran the strided loop): the next op asks Python
                               #   for it (E_NEED_KERNEL) before it starts (0: none)
-NCTX = 56
+C_MAX_BYTES = 56              # the largest storage stor_new allocates: a larger one is refused
+                              #   before any memory is touched (sizes.py sets it: the machine's
+                              #   memory and swap, which no tensor can exceed and be filled)
+C_NOMEM_BYTES = 57            # the size of the last allocation refused (-1: its byte count
+                              #   overflowed int64), for the MemoryError's message
+C_NOMEM_COUNT = 58            # allocations refused so far: the sweep compares it with
+C_SW_REFUSED = 59             #   C_SW_REFUSED (its value when the sweep started or resumed), as
+                              #   a gradient buffer that could not be made reaches the row's
+                              #   kernel as an address of 0 (no gradient wanted)
+NCTX = 60
+
+I64_MAX = 9223372036854775807     # no size, stride or byte count may exceed it
 
 # ---- the recording log: what ran while tapegrad.compile recorded a function ----------
 EV_BIRTH = 1      # [EV_BIRTH, id]: a tensor id was made (by anything)
@@ -223,7 +234,7 @@ E_NEED_KERNEL = -1
 E_GROW_META = -2
 E_GROW_STOR = -3
 E_GROW_TAPE = -4
-E_NOMEM = -5
+E_NOMEM = -5          # an allocation was refused: ctx[C_NOMEM_BYTES] holds its size
 E_SHAPE = -10         # broadcast or shape mismatch (Python reads the shapes for the message)
 E_DTYPE = -11
 E_LEAF_INPLACE = -12
@@ -241,6 +252,8 @@ E_STALE_VIEW = -25    # an FL_STALE view used as an op input in grad mode: err =
 E_NOGRAD_VIEW_INPLACE = -26  # in-place in grad mode on a view made under no_grad
 E_FALLBACK = -27     # a replay's fused op does not apply to these operands (nothing was made):
                      # the executor runs the ops it replaced instead (replay/_run.I_ALT)
+E_OVERFLOW = -28     # a tensor's size overflows int64: err = (ndim, shape[0:ndim] at 1..8, item
+                     # size at 9: 0 for a view, whose element count overflowed)
 CB_HOOKS, CB_FUNCTION = 1, 2
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------

@@ -4,6 +4,7 @@ and turns kernel status codes into retries or exceptions.
 Kernels see the tables only through the addresses in ``ctx``; growing a table is a
 Python reallocation plus an address update, with no recompilation.
 """
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import itertools
 import warnings
 import os
@@ -12,10 +13,11 @@ import threading
 import numpy as np
 
 from . import layout as L
+from . import sizes
 from .cache import kernel_cache
 from .lowlevel import native_address, has_entry
 
-with kernel_cache(engine=True):
+with kernel_cache():
     from . import core
     from . import threads
     from . import random  # noqa: F401  (declared here so its cache lands with the engine's)
@@ -91,6 +93,7 @@ class Engine:
         c[L.C_DESC] = self.desc.ctypes.data
         c[L.C_META_FREE] = c[L.C_STOR_FREE] = c[L.C_TAPE_FREE] = -1
         c[L.C_INPLACE] = -1
+        c[L.C_MAX_BYTES] = sizes.alloc_limit()
         self._grow("meta", meta_cap)
         self._grow("stor", stor_cap)
         self._grow("tape", tape_cap)
@@ -129,7 +132,7 @@ class Engine:
         with self.lock:
             if self.op != self._first_op:
                 return
-            with kernel_cache(engine=True):
+            with kernel_cache():
                 op = _entry(core.op_entry, _OP_SIG)
                 sweep = _entry(core.sweep, _SWEEP_SIG)
                 # (loaded now, not at the first flush: that may run in a garbage
@@ -291,18 +294,18 @@ class Engine:
         """Recover from a retryable status (grow a table, load a kernel). Returns False
         when the status is an error for the caller to raise."""
         if code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_CLONE:
-            with kernel_cache(engine=True):
+            with kernel_cache():
                 self.ctx[L.C_CLONE] = native_address(core.clone_entry, "int64(int64, int64)")
         elif code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_TANGENT:
-            with kernel_cache(engine=True):
+            with kernel_cache():
                 self.ctx[L.C_TANGENT] = native_address(
                     core.tangent_entry, "int64(int64, int64, int64, int64)")
         elif code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_INPLACE:
-            with kernel_cache(engine=True):
+            with kernel_cache():
                 self.ctx[L.C_INPLACE_FN] = native_address(
                     core.inplace_entry, "int64(int64, int64, int64, int64)")
         elif code == L.E_NEED_KERNEL and self.err[1] == L.KSLOT_PRUNE:
-            with kernel_cache(engine=True):
+            with kernel_cache():
                 self.ctx[L.C_PRUNE_FN] = native_address(core.prune_entry, "int64(int64, int64)")
         elif code == L.E_NEED_KERNEL and self.err[1] >= L.KSLOT_ROWS:
             self._load_rows(int(self.err[0]), int(self.err[1]))
@@ -314,8 +317,8 @@ class Engine:
             self._grow("stor")
         elif code == L.E_GROW_TAPE:
             self._grow("tape")
-        elif code == L.E_NOMEM:
-            raise MemoryError("tapegrad: out of memory allocating a tensor")
+        elif code == L.E_NOMEM or code == L.E_OVERFLOW:
+            raise sizes.engine_error(code, self.err, int(self.ctx[L.C_NOMEM_BYTES]))
         else:
             return False
         return True
@@ -338,7 +341,7 @@ class Engine:
             sig = _ENTRY_SIGS.get(fn.__name__)
             if sig is None:
                 return fn
-            with kernel_cache(engine=True):
+            with kernel_cache():
                 e = self.entries[fn] = _entry(fn, sig)
         return e
 
@@ -436,13 +439,13 @@ RECORDING = [None]  # the tapegrad.compile recording in progress (Python-side ev
 _NATIVE = {}
 
 
-def native_entry(dispatcher, sig, engine_key=False):
+def native_entry(dispatcher, sig):
     """The C entry point of a compiled function for sig (compiled on first use), for
     calls from Python with ints only."""
     key = (dispatcher, sig)
     e = _NATIVE.get(key)
     if e is None:
-        with kernel_cache(engine=engine_key):
+        with kernel_cache():
             e = _NATIVE[key] = _entry(dispatcher, sig)
     return e
 

@@ -9,10 +9,11 @@ import numpy as np
 from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRIDE, M_NUMEL,
                               M_FLAGS, M_ROW, M_OFF, M_SID, M_BASE, M_REFS, FL_REQ, FL_VIEW,
                               FL_VIEWLEAF, FL_PLAINVIEW, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE,
-                              R_NIN, C_NOUTS)
-from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, f32_at, f64_at
+                              R_NIN, C_NOUTS, E_OVERFLOW)
+from .._engine.lowlevel import (jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, err_of,
+                                f32_at, f64_at)
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
-                            set_outputs1)
+                            set_outputs1, count_of, decref, KIND_META)
 from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
                             _gather, gather_layout, make_output, grad_for_write)
 from .reduce import input_grad, scatter_grad, numel, _odometer
@@ -24,14 +25,21 @@ _M = __name__
 @jit
 def _view_of(C, a, nd, shape, strides, off):
     """A tensor over a's storage with the given layout; marks it as a view for the
-    in-place rules."""
+    in-place rules. E_OVERFLOW when its element count would overflow int64 (Python checks
+    every shape it asks for; this keeps a missed one out of the tables)."""
     M = meta_of(C)
+    n = count_of(nd, shape)
+    if n < 0:
+        E = err_of(C)
+        E[0] = nd
+        for k in range(nd):
+            E[1 + k] = shape[k]
+        E[9] = 0
+        return E_OVERFLOW
     v = meta_new(C, M[a, M_SID], off, nd, M[a, M_DTYPE])
-    n = 1
     for d in range(nd):
         M[v, M_SHAPE + d] = shape[d]
         M[v, M_STRIDE + d] = strides[d]
-        n *= shape[d]
     M[v, M_NUMEL] = n
     base = M[a, M_BASE] if M[a, M_BASE] >= 0 else a
     M[v, M_BASE] = base             # (held: a later in-place op on it finds its views)
@@ -64,6 +72,8 @@ def view_fwd(caddr, row):
     shape = _target_shape(T, row)
     v = _view_of(C, a, shape.shape[0], shape, contiguous_strides(shape.shape[0], shape),
                  M[a, M_OFF])
+    if v < 0:
+        return v
     return set_outputs1(C, v)
 
 
@@ -106,6 +116,8 @@ def permute_fwd(caddr, row):
         shape[d] = M[a, M_SHAPE + p]
         strides[d] = M[a, M_STRIDE + p]
     v = _view_of(C, a, nd, shape, strides, M[a, M_OFF])
+    if v < 0:
+        return v
     return set_outputs1(C, v)
 
 
@@ -141,6 +153,8 @@ def expand_fwd(caddr, row):
         if da >= 0 and M[a, M_SHAPE + da] == shape[d]:
             strides[d] = M[a, M_STRIDE + da]
     v = _view_of(C, a, nd, shape, strides, M[a, M_OFF])
+    if v < 0:
+        return v
     return set_outputs1(C, v)
 
 
@@ -185,7 +199,13 @@ def unbind_fwd(caddr, row):
     outs = outs_of(C)
     step = M[a, M_STRIDE + dim]
     for k in range(count):
-        outs[k] = _view_of(C, a, nd - 1, shape, strides, M[a, M_OFF] + k * step)
+        v = _view_of(C, a, nd - 1, shape, strides, M[a, M_OFF] + k * step)
+        if v < 0:
+            for j in range(k):
+                M[outs[j], M_REFS] += 1
+                decref(C, KIND_META, outs[j])
+            return v
+        outs[k] = v
     C[C_NOUTS] = count
     return K_OK
 
@@ -226,6 +246,8 @@ def strided_view_fwd(caddr, row):
     nd = ia[FV + 1]
     v = _view_of(C, a, nd, ia[FV + 2:FV + 2 + nd].copy(),
                  ia[FV + 2 + MAXD:FV + 2 + MAXD + nd].copy(), ia[FV])
+    if v < 0:
+        return v
     return set_outputs1(C, v)
 
 
