@@ -5,7 +5,7 @@ import time as _time
 _T0 = _time.perf_counter()
 from ._engine.cache import kernel_cache as _kernel_cache
 
-with _kernel_cache(engine=True):
+with _kernel_cache():
     from ._engine import core as _core  # noqa: F401  (the engine core, under its own key)
 with _kernel_cache():
     from .ops import elementwise as _elementwise  # noqa: F401  (registers the op table)

@@ -119,8 +119,11 @@ def _demo_cached():
     of this process's tasks and one of the helper's last. (The engine alone
     being cached, by another program, is not enough: the kernels would then compile
     here, on one core.)"""
-    from tapegrad._engine.cache import ENGINE_CACHE_DIR, CACHE_DIR
-    return _cached(ENGINE_CACHE_DIR, "op_entry") and _cached(CACHE_DIR, "ce_plain_fwd")
+    from tapegrad._engine import core
+    from tapegrad._engine.cache import kernel_dir
+    from tapegrad.ops import loss
+    return (_cached(kernel_dir(core.__file__), "op_entry")
+            and _cached(kernel_dir(loss.__file__), "ce_plain_fwd"))
 
 
 def _start_helper():
@@ -142,12 +145,12 @@ def _compile_task(task):
     if task in ("op_entry", "sweep"):
         from tapegrad._engine import core
         from tapegrad._engine.state import _entry, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS
-        with kernel_cache(engine=True):
+        with kernel_cache():
             _entry(getattr(core, task), {"op_entry": _OP_SIG, "sweep": _SWEEP_SIG}[task])
     elif task == "eager":               # the small engine entries an eager step calls too
         from tapegrad._engine import core
         from tapegrad._engine.state import _entry, _ENTRY_SIGS
-        with kernel_cache(engine=True):
+        with kernel_cache():
             for name in _EAGER_ENTRIES:
                 _entry(getattr(core, name), _ENTRY_SIGS[name])
             core.incref_meta.compile("int64(int64, int64)")

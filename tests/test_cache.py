@@ -96,7 +96,7 @@ def test_every_compiled_function_caches_in_the_keyed_directory():
     not: fuse.py imported it outside kernel_cache)."""
     import tapegrad  # noqa: F401
     from numba.core.registry import CPUDispatcher
-    from tapegrad._engine.cache import CACHE_DIR, ENGINE_CACHE_DIR
+    from tapegrad._engine.cache import CACHE_DIR
     from tapegrad.replay import _run
     seen = []
     for name, mod in list(sys.modules.items()):
@@ -107,8 +107,8 @@ def test_every_compiled_function_caches_in_the_keyed_directory():
                     and hasattr(obj._cache, "_cache_path"):
                 seen.append((name, obj.py_func.__name__, obj._cache._cache_path))
     assert any(n == "run" and m == _run.__name__ for m, n, _ in seen)
-    roots = (os.path.realpath(CACHE_DIR), os.path.realpath(ENGINE_CACHE_DIR))
-    wrong = [(m, n, p) for m, n, p in seen if not os.path.realpath(p).startswith(roots)]
+    root = os.path.realpath(CACHE_DIR)
+    wrong = [(m, n, p) for m, n, p in seen if not os.path.realpath(p).startswith(root)]
     assert not wrong, wrong[:5]
     assert len(seen) > 100
 
@@ -285,3 +285,40 @@ def test_every_overload_in_tapegrad_compiles_as_a_helper():
                         if re.match(r"\s*@overload\(", line) and "OVERLOAD_OPTIONS" not in line:
                             missing.append(f"{name}:{n}: {line.strip()}")
     assert missing == []
+
+
+def test_an_edit_changes_the_cache_key_of_that_file_and_its_importers_only(tmp_path,
+                                                                          monkeypatch):
+    """Each kernel file's entries are keyed by its source and the tapegrad modules it
+    imports: editing one op's module recompiles its kernels and its importers' alone; a
+    module marked NO_KERNELS (pure Python) changes no key; the engine's layout changes
+    every key that reads it."""
+    import shutil
+    from tapegrad._engine import cache
+    copy = tmp_path / "tapegrad"
+    shutil.copytree(cache._REAL_PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "_REAL_PKG", str(copy))
+    files = ["_engine/core.py", "_engine/blas.py", "ops/reduce.py", "ops/along.py",
+             "ops/loss.py", "ops/linear.py", "optim/_kernels.py"]
+
+    def keys():
+        for memo in (cache._source, cache._imports, cache.source_key):
+            memo.cache_clear()
+        return {f: cache.source_key(str(copy / f)) for f in files}
+
+    def edit(rel):
+        with open(copy / rel, "a") as f:
+            f.write("\n# an edit\n")
+
+    try:
+        before = keys()
+        edit("ops/along.py")
+        after = keys()
+        assert {f for f in files if after[f] != before[f]} == {"ops/along.py", "ops/loss.py"}
+        edit("_engine/state.py")                    # marked NO_KERNELS
+        assert keys() == after
+        edit("_engine/layout.py")
+        assert all(keys()[f] != after[f] for f in files)
+    finally:
+        for memo in (cache._source, cache._imports, cache.source_key):
+            memo.cache_clear()

@@ -829,17 +829,21 @@ def test_demo_starts_its_helper_unless_its_kernels_are_cached(tmp_path, monkeypa
     (the first of the demo's own tasks and one of its helper's last) skip the helper."""
     from tapegrad import __main__ as demo_main
     from tapegrad._engine import cache
-    engine_dir, ops_dir = tmp_path / "engine", tmp_path / "ops"
-    (engine_dir / "_engine_x").mkdir(parents=True)
-    (ops_dir / "ops_x").mkdir(parents=True)
-    monkeypatch.setattr(cache, "ENGINE_CACHE_DIR", str(engine_dir))
-    monkeypatch.setattr(cache, "CACHE_DIR", str(ops_dir))
+    monkeypatch.setattr(cache, "CACHE_DIR", str(tmp_path))
+    engine_dir = cache.kernel_dir(cache.os.path.join(cache._PKG, "_engine", "core.py"))
+    ops_dir = cache.kernel_dir(cache.os.path.join(cache._PKG, "ops", "loss.py"))
+    assert engine_dir.startswith(str(tmp_path)) and ops_dir.startswith(str(tmp_path))
+    os.makedirs(engine_dir)
+    os.makedirs(ops_dir)
     assert not demo_main._demo_cached()
-    (engine_dir / "_engine_x" / "core.op_entry-886.py311.nbi").write_text("")
+    with open(os.path.join(engine_dir, "core.op_entry-886.py311.nbi"), "w"):
+        pass
     assert not demo_main._demo_cached()
-    (ops_dir / "ops_x" / "loss.ce_plain_fwd_f32-394.py311.1.nbc").write_text("")
+    with open(os.path.join(ops_dir, "loss.ce_plain_fwd_f32-394.py311.1.nbc"), "w"):
+        pass
     assert not demo_main._demo_cached()        # data without its index: not cached
-    (ops_dir / "ops_x" / "loss.ce_plain_fwd_f32-394.py311.nbi").write_text("")
+    with open(os.path.join(ops_dir, "loss.ce_plain_fwd_f32-394.py311.nbi"), "w"):
+        pass
     assert demo_main._demo_cached()
 
 

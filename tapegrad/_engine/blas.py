@@ -120,7 +120,7 @@ def _register():
     fs, fd = _scipy_fortran()
     ll.add_symbol("tapegrad_f77_sgemm", fs)
     ll.add_symbol("tapegrad_f77_dgemm", fd)
-    with kernel_cache(engine=True):
+    with kernel_cache():
         ts = cfunc(_SIG32, cache=True)(_f77_trampoline(f77_sgemm, np.float32, ptr_f32))
         td = cfunc(_SIG64, cache=True)(_f77_trampoline(f77_dgemm, np.float64, ptr_f64))
     _KEEP.extend((ts, td))

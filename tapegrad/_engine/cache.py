@@ -1,14 +1,19 @@
 """Where compiled kernels are cached.
 
 Numba revalidates a cached function only against its own file, so a kernel that inlines
-helpers from another module would load stale code after an upgrade. We key the cache
-directory by a hash of every kernel source file and the Numba version instead. Inside
-that directory a kernel's entries are found by the file's place in the package, not by
-its absolute path as Numba's own locators do: a clone or install elsewhere loads them.
-All of it is tapegrad's own cache class (KernelCache), which only tapegrad's dispatchers
-and cfuncs use (lowlevel): Numba's settings and locators, and so a user's own cached
-functions, are left as they are.
+helpers from another module would load stale code after an upgrade or an edit. So each
+kernel file's entries live in a directory keyed by a hash of that file and of every
+tapegrad module it imports, directly or through others (read from their syntax trees),
+under a root per Numba and Python version: editing one op's module recompiles that op's
+kernels (and those of the modules importing it), nothing else. A module marked
+NO_KERNELS (pure Python that no kernel reads) is left out of every key. Inside the root,
+entries go by the file's place in the package, not by its absolute path as Numba's own
+locators do: a clone or install elsewhere loads them. All of it is tapegrad's own cache
+class (KernelCache), which only tapegrad's dispatchers and cfuncs use (lowlevel):
+Numba's settings and locators, and so a user's own cached functions, are left as they
+are.
 """
+import ast
 import contextlib
 import functools
 import hashlib
@@ -21,25 +26,10 @@ from numba.core import caching
 
 from . import compile_speed
 
+# A line holding this marks a module as pure Python no kernel reads: left out of keys.
+NO_KERNELS = "# tapegrad: no kernels"  # tapegrad: no kernels
+
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_KERNEL_DIRS = ("_engine", "ops", "optim", "replay")
-_NOT_KERNELS = {"state.py", "cache.py", "sizes.py", "__init__.py", "optimizer.py",
-                "lr_scheduler.py", "recorder.py", "plan.py",
-                "compiled.py"}  # pure Python: no compiled code
-
-
-def _source_hash(dirs=_KERNEL_DIRS):
-    h = hashlib.sha256()
-    h.update(numba.__version__.encode())
-    h.update(sys.version.encode())
-    for sub in dirs:
-        folder = os.path.join(_PKG, sub)
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".py") and name not in _NOT_KERNELS:
-                with open(os.path.join(folder, name), "rb") as f:
-                    h.update(name.encode())
-                    h.update(f.read())
-    return h.hexdigest()[:16]
 
 
 def _root():
@@ -65,23 +55,20 @@ def _writable_dir(name):
                        "set TAPEGRAD_CACHE_DIR")
 
 
-# Two keys: the engine core depends only on _engine/, so editing or adding an op leaves
-# its (largest) compiled part cached; op kernels depend on everything.
-ENGINE_CACHE_DIR = _writable_dir("engine-" + _source_hash(("_engine",)))
-CACHE_DIR = _writable_dir(_source_hash())
+_TAG = f"numba{numba.__version__}-py{sys.version_info.major}.{sys.version_info.minor}"
+CACHE_DIR = _writable_dir(_TAG)
 GENERATED_DIR = os.path.join(CACHE_DIR, "generated")
 os.makedirs(GENERATED_DIR, exist_ok=True)
 
 
-_ROOT = [None]      # the keyed directory kernels declared now cache in (kernel_cache)
+_ROOT = [None]      # CACHE_DIR while kernels are declared (kernel_cache), else None
 
 
 @contextlib.contextmanager
-def kernel_cache(engine=False):
-    """Declare kernels inside this block so their cache lands in CACHE_DIR (or, for the
-    engine core, ENGINE_CACHE_DIR)."""
+def kernel_cache():
+    """Declare kernels inside this block so their cache lands under CACHE_DIR."""
     old = _ROOT[0]
-    _ROOT[0] = ENGINE_CACHE_DIR if engine else CACHE_DIR
+    _ROOT[0] = CACHE_DIR
     try:
         yield
     finally:
@@ -89,9 +76,70 @@ def kernel_cache(engine=False):
 
 
 @functools.lru_cache(maxsize=None)
-def _content_stamp(path, mtime, size):
+def _source(path):
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        return f.read()
+
+
+def _module_file(dotted):
+    """The source file of tapegrad module `dotted`, or None (a package's __init__ holds
+    no kernels; an attribute is not a module)."""
+    path = os.path.join(os.path.dirname(_REAL_PKG), *dotted.split(".")) + ".py"
+    return path if os.path.isfile(path) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(path):
+    """The tapegrad source files that the file at path imports, anywhere in it."""
+    here = _place(path)
+    found = set()
+    for node in ast.walk(ast.parse(_source(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if here is None or here == "tapegrad.generated":
+                    continue
+                parts = here.split(".")[:len(here.split(".")) - node.level + 1]
+                mod = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("tapegrad."):
+                f = _module_file(name)
+                if f is not None and NO_KERNELS.encode() not in _source(f):
+                    found.add(f)
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=None)
+def source_key(path):
+    """A hash of the file at path and of every tapegrad module it reaches by imports:
+    what its kernels may inline."""
+    seen, todo = set(), [os.path.realpath(path)]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo.extend(_imports(p))
+    h = hashlib.sha256()
+    for p in sorted(seen):
+        h.update(os.path.basename(p).encode())
+        h.update(_source(p))
+    return h.hexdigest()[:16]
+
+
+def kernel_dir(py_file):
+    """Where the cache entries of the kernels declared in py_file go (None: the file is
+    not tapegrad's)."""
+    place = _place(py_file)
+    if place is None:
+        return None
+    stem = os.path.splitext(os.path.basename(py_file))[0]
+    return os.path.join(CACHE_DIR, place, f"{stem}-{source_key(py_file)}")
 
 
 def _place(py_file):
@@ -127,8 +175,7 @@ class _PackageLocator(caching._CacheLocator):
         return self._cache_path
 
     def get_source_stamp(self):
-        st = os.stat(self._py_file)
-        return _content_stamp(self._py_file, st.st_mtime, st.st_size)
+        return hashlib.sha256(_source(os.path.realpath(self._py_file))).hexdigest()
 
     def get_disambiguator(self):
         return str(self._lineno)
@@ -138,10 +185,10 @@ class _PackageLocator(caching._CacheLocator):
         root = _ROOT[0]
         if root is None or not os.path.exists(py_file):
             return None         # declared outside kernel_cache(): Numba's own locators
-        place = _place(py_file)
-        if place is None:
+        where = kernel_dir(py_file)
+        if where is None:
             return None
-        self = cls(py_func, py_file, os.path.join(root, place))
+        self = cls(py_func, py_file, where)
         try:
             self.ensure_cache_path()
         except OSError:

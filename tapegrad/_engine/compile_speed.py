@@ -36,6 +36,7 @@ TAPEGRAD_NUMBA_SHORTCUTS=0 compiles tapegrad's kernels with Numba unchanged too.
 checks that the Numba internals it relies on exist (numba 0.68's names) and stays out
 where not.
 """
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import contextlib
 import os
 

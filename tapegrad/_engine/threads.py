@@ -98,6 +98,6 @@ def worker_address():
     """The thread body's C address (compiled on first use)."""
     if not _WORKER:
         from .cache import kernel_cache
-        with kernel_cache(engine=True):
+        with kernel_cache():
             _WORKER.append(cfunc(WORKER_SIG, cache=True, error_model="numpy")(ew_worker_py))
     return _WORKER[0].address

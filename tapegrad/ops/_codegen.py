@@ -17,6 +17,7 @@ call ``sin_(big, a)`` / ``cos_(big, a)`` (tapegrad/ops/_vmath.py). LLVM unswitch
 on ``big``, so the common case keeps its vectorised loop.
 """
 import ast
+import hashlib
 import importlib.util
 import os
 import re
@@ -563,13 +564,12 @@ def load(op):
     name = f"tapegrad_gen_{op.name}"
     if name in sys.modules:
         return sys.modules[name]
-    path = os.path.join(GENERATED_DIR, name + ".py")
     text = _fused_source(op) if op.kind == "fused" else _source(op)
-    current = None
-    if os.path.exists(path):
-        with open(path) as f:
-            current = f.read()
-    if current != text:
+    # named by its content: processes of other tapegrad versions sharing the cache never
+    # rewrite a file another one is loading, and an edit can never meet stale entries
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = os.path.join(GENERATED_DIR, f"{name}_{digest}.py")
+    if not os.path.exists(path):
         tmp = path + f".{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(text)

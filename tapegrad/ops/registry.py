@@ -7,6 +7,7 @@ gradient formulas, and the forward/backward kernels are generated from them. Oth
 families point at hand-written kernels in their module. Kernels are compiled on first
 use, per op, and cached on disk.
 """
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import importlib
 import re
 import types

@@ -6,6 +6,7 @@ rows, the backward sweep and the optimizer updates, in one compiled call per cal
 per k steps with `steps=k`). Anything a replay cannot repeat makes the function run
 eagerly from then on, with one warning saying what and where.
 """
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import dis
 import functools
 import operator

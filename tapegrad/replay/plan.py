@@ -276,7 +276,7 @@ def small_natives(which=None):
                X.H_DATA: (core.data_alias, _ENTRY_SIGS["data_alias"]),
                X.H_NEW: (core.new_tensor, _ENTRY_SIGS["new_tensor"]),
                X.H_FILL: (random.fill_dropout, random.FILL_SIG)}
-    with kernel_cache(engine=True):
+    with kernel_cache():
         return {h: native_address(*entries[h]) for h in entries
                 if which is None or h in which}
 
@@ -304,7 +304,7 @@ class Runner:
         self.pg = program
         E = engine()
         E.compile_core()
-        with kernel_cache(engine=True):
+        with kernel_cache():
             natives = {X.H_OPFN: native_address(core.op_entry, _OP_SIG),
                        X.H_SWEEPFN: native_address(core.sweep, _SWEEP_SIG)}
         natives.update(small_natives(_natives_needed(program.prog)))

@@ -2,6 +2,7 @@
 and sweep into a flat event log (layout.EV_*) while the function runs eagerly; Python
 adds what happens in Python (optimizer steps, .grad reads, dropout draws) and notes
 anything a replay could not reproduce (a graph break)."""
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import contextlib
 import os
 import sys
