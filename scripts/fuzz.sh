@@ -9,4 +9,4 @@ keys="${1:-100000}"
 seed="${2:-$(date +%s)}"
 echo "index keys: $keys, seed: $seed"
 TAPEGRAD_INDEX_FUZZ="$keys" TAPEGRAD_FUZZ_SEED="$seed" \
-  python -m pytest -q -p no:cacheprovider tests/test_index_keys.py -k random_keys
+  python -m pytest -q -p no:cacheprovider tests/ops/test_index_keys.py -k random_keys

@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(0.60.0 0.68.1)
-slice="tests/test_semantics.py tests/test_ops_values.py tests/test_index_keys.py
-       tests/test_compile_speed.py tests/test_cache.py tests/test_optim.py"
+slice="tests/autograd/test_semantics.py tests/ops/test_values.py tests/ops/test_index_keys.py
+       tests/engine/test_compile_speed.py tests/engine/test_kernel_cache.py
+       tests/optim/test_optimizers_schedulers.py"
 for v in "${versions[@]}"; do
   venv="$(mktemp -d)/numba-$v"
   python -m venv "$venv"
