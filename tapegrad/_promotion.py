@@ -168,7 +168,9 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
     """Tensor.to(dtype), to(other), to("cpu"), to(device, dtype), each with non_blocking
     and copy after (see _to_arguments); the dtype may be given as float, int or bool, as
     in PyTorch. *args because PyTorch's to() is overloaded on its first argument."""
-    if args or dtype is not None or device is not None:
+    if len(args) == 1 and type(args[0]) is D.dtype and dtype is None and device is None:
+        dtype = args[0]         # to(dtype), the spelling ops use inside: nothing to parse
+    elif args or dtype is not None or device is not None:
         dtype, device, non_blocking, copy = _to_arguments(args, dtype, device, non_blocking,
                                                           copy)
     if device is not None:
