@@ -52,6 +52,8 @@ if not _os.environ.get("TAPEGRAD_KERNELS_ONLY"):
     from . import testing
     from .replay.compiled import compile, CompileWarning  # noqa: A004  (PyTorch's spelling)
     from ._engine.state import set_num_threads, get_num_threads
+    from . import _docs
+    _docs.attach(Tensor, globals(), vars(nn.functional))
 
 __version__ = "0.1.0"
 

@@ -5,6 +5,8 @@ from ._engine import layout as L
 
 
 class dtype:
+    """An element type: tapegrad.float32 (the default), float64, int64 or bool; name,
+    itemsize and is_floating_point as in PyTorch."""
     __slots__ = ("name", "code", "np", "is_floating_point", "itemsize", "tensor_type")
 
     def __init__(self, name, code, np_dtype, is_float, tensor_type):

@@ -81,6 +81,7 @@ class Size(tuple):
         return f"tapegrad.Size({list(self)})"
 
     def numel(self):
+        """Number of elements a tensor of this shape holds."""
         n = 1
         for s in self:
             n *= s
@@ -88,6 +89,8 @@ class Size(tuple):
 
 
 class Tensor:
+    """A multi-dimensional array of float32, float64, int64 or bool values, with PyTorch's
+    autograd: create one with tapegrad.tensor, zeros, randn, ..."""
     __slots__ = ("_i", "_shape", "_gw", "__weakref__")
     __array_ufunc__ = None      # NumPy defers to our operators (np.float64(2) * x is a Tensor)
 
@@ -104,6 +107,7 @@ class Tensor:
     # ------------------------------------------------------------ properties
     @property
     def shape(self):
+        """The sizes of the dims, as a tapegrad.Size (a tuple)."""
         s = _getattr(self, "_shape", None)     # (a default: no AttributeError to catch)
         if s is None:
             mv = E.meta_mv
@@ -112,18 +116,22 @@ class Tensor:
         return s
 
     def size(self, dim=None):
+        """The shape as a tapegrad.Size, or the size of one dim."""
         if dim is None:
             return self.shape
         return self.shape[_dim(dim, self.ndim, "size")]
 
     @property
     def ndim(self):
+        """Number of dims."""
         return len(self.shape)
 
     def dim(self):
+        """Number of dims."""
         return self.ndim
 
     def numel(self):
+        """Number of elements."""
         return int(E.meta[self._i, L.M_NUMEL])
 
     def __len__(self):
@@ -133,23 +141,29 @@ class Tensor:
 
     @property
     def dtype(self):
+        """The element type: tapegrad.float32, float64, int64 or bool."""
         return D.BY_CODE[E.meta[self._i, L.M_DTYPE]]
 
     def stride(self, dim=None):
+        """The strides in elements, as a tuple, or the stride of one dim."""
         m = E.meta[self._i]
         st = tuple(m[L.M_STRIDE:L.M_STRIDE + m[L.M_NDIM]].tolist())
         return st if dim is None else st[_dim(dim, len(st), "stride")]
 
     def is_contiguous(self):
+        """Whether the elements are laid out in row-major order without gaps."""
         return _CONTIGUOUS(_CADDR, self._i) != 0
 
     @property
     def is_leaf(self):
+        """Whether the tensor was made by the user rather than computed by a recorded op
+        (grad_fn is None)."""
         _check_not_stale(self._i)
         return bool(E.meta[self._i, L.M_ROW] < 0)
 
     @property
     def requires_grad(self):
+        """Whether autograd records ops on this tensor; settable on leaves only."""
         M, i = E.meta, self._i
         if M[i, L.M_FLAGS] & L.FL_REQ:
             return True
@@ -179,6 +193,7 @@ class Tensor:
         _note_break("changing requires_grad")
 
     def requires_grad_(self, requires_grad=True):
+        """Set requires_grad in place (a leaf only) and return the tensor."""
         if not isinstance(requires_grad, bool):
             raise TypeError(f"requires_grad_(): argument 'requires_grad' (position 1) must be "
                             f"bool, not {type_label(requires_grad)}")
@@ -191,6 +206,7 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        """The backward node that computed this tensor (None for a leaf)."""
         _check_not_stale(self._i)
         r = E.meta[self._i, L.M_ROW]
         return None if r < 0 else graph.node_for_row(int(r))
@@ -201,9 +217,11 @@ class Tensor:
 
     @property
     def retains_grad(self):
+        """Whether retain_grad() was called on this non-leaf."""
         return bool(E.meta[self._i, L.M_FLAGS] & L.FL_RETAIN)
 
     def retain_grad(self):
+        """Keep .grad for this non-leaf after backward (leaves keep it anyway)."""
         _note_break("retain_grad() (a replay makes new tensors each step)")
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -217,6 +235,7 @@ class Tensor:
 
     @property
     def grad(self):
+        """The accumulated gradient (None until a backward reaches this tensor); assignable."""
         mv = E.meta_mv
         b = self._i * _MW
         if mv[b + _M_ROW] >= 0 and not mv[b + _M_FLAGS] & _FL_RETAIN:
@@ -316,6 +335,8 @@ class Tensor:
 
     # ------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute the gradients of this tensor with respect to the graph leaves and add
+        them to their .grad, as tapegrad.autograd.backward."""
         if gradient is None and inputs is None and not create_graph:
             # the common case, a scalar loss: straight into the compiled sweep; anything
             # that needs attention (a kernel to load, a table to grow, an error) takes the
@@ -342,6 +363,8 @@ class Tensor:
         _backward([self], gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
+        """A tensor sharing this one's memory and version counter, outside the graph
+        (requires_grad=False)."""
         r = _DETACH(_CADDR, self._i)
         if r < 0:                               # a table to grow first
             r = E.call(core.detach, self._i)
@@ -350,12 +373,16 @@ class Tensor:
         return t
 
     def register_hook(self, hook):
+        """Call hook(grad) when this tensor's gradient is computed; a returned tensor
+        replaces the gradient. Returns a handle with remove()."""
         return _register_hook(self, hook)
 
     def _has_grad(self):
         return E.meta[self._i, L.M_GRAD] >= 0
 
     def detach_(self):
+        """Detach this tensor from the graph in place (it becomes a leaf without
+        requires_grad)."""
         m = E.meta[self._i]
         if m[L.M_ROW] >= 0:
             E.entry(core.decref_row)(_CADDR, int(m[L.M_ROW]))
@@ -366,18 +393,22 @@ class Tensor:
 
     # ------------------------------------------------------------ data access
     def numpy(self, *, force=False):
+        """A NumPy array sharing this tensor's memory (refused while it requires grad,
+        unless force=True)."""
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         return _numpy_view(self)
 
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted "
                                "to Scalar")
         return _numpy_view(self).reshape(()).item()
 
     def tolist(self):
+        """The values as (nested) Python lists of numbers."""
         return _numpy_view(self).tolist()
 
     def __float__(self):
@@ -444,9 +475,11 @@ class Tensor:
 
     # ------------------------------------------------------------ conversions
     def contiguous(self):
+        """This tensor if it is contiguous, else a contiguous copy."""
         return self if self.is_contiguous() else self.clone()
 
     def cpu(self, memory_format=None):
+        """This tensor: every tapegrad tensor lives in CPU memory."""
         return self         # every tapegrad tensor is a CPU tensor, as PyTorch's cpu() keeps
 
     def type(self, dtype=None, non_blocking=False):

@@ -430,6 +430,7 @@ def set_num_threads(n):
 
 
 def get_num_threads():
+    """Number of threads the compiled kernels use."""
     return int(engine().ctx[L.C_NTHREADS])
 
 

@@ -68,6 +68,8 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
+        """Keep tensors for backward (read them as ctx.saved_tensors); in-place changes to
+        them are detected."""
         from ..tensor import Tensor
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
@@ -78,6 +80,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
+        """The tensors given to save_for_backward (refused if one was changed in place
+        since)."""
         if self._freed:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved "
@@ -96,12 +100,17 @@ class FunctionCtx:
         return self._saved
 
     def mark_non_differentiable(self, *tensors):
+        """Mark outputs that get no gradient."""
         self._non_differentiable.update(id(t) for t in tensors)
 
     def set_materialize_grads(self, value):
+        """Whether backward gets zeros (True, the default) or None for outputs without a
+        gradient."""
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors):
+        """Not supported: tapegrad refuses in-place autograd.Functions (raises
+        NotImplementedError)."""
         raise NotImplementedError("in-place autograd.Functions (mark_dirty) are not supported")
 
 
@@ -111,17 +120,22 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """Compute the outputs from the inputs (override as a staticmethod taking ctx
+        first)."""
         raise NotImplementedError("You must implement the forward function for custom "
                                   "autograd.Function.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """Return one gradient per forward input (None where there is none), given the
+        outputs' gradients (override as a staticmethod)."""
         raise NotImplementedError("You must implement either the backward or vjp method for "
                                   "your custom autograd.Function to use it with backward mode "
                                   "AD.")
 
     @classmethod
     def apply(cls, *args):
+        """Run forward and record the call so that backward runs in the backward pass."""
         from ..tensor import Tensor
         note_break(f"autograd.Function {cls.__name__} (its forward and backward are Python)")
         ctx = FunctionCtx()

@@ -46,6 +46,7 @@ class no_grad(_BareDecorator):
 
 
 class enable_grad(_BareDecorator):
+    """Context manager and decorator: record ops again inside a no_grad block."""
     enabled = True
 
 
@@ -80,6 +81,7 @@ class inference_mode(_Mode):
 
 
 class set_grad_enabled(_Mode):
+    """Turn recording on or off: as a context manager, a decorator or a plain call."""
     def __init__(self, mode):
         super().__init__()
         self.enabled = bool(mode)
@@ -101,4 +103,5 @@ class set_grad_enabled(_Mode):
 
 
 def is_grad_enabled():
+    """Whether ops are being recorded for autograd right now."""
     return bool(GRAD_MODE[0])

@@ -33,10 +33,13 @@ class Node:
     __slots__ = ("_row", "__weakref__")
 
     def name(self):
+        """The backward function's name, such as 'MulBackward0'."""
         return _row_name(self._row)
 
     @property
     def next_functions(self):
+        """The (node, input index) pairs this node passes gradients to, as in PyTorch
+        ((None, 0) for an input that needs none)."""
         E = engine()
         row = E.tape[self._row]
         op = OPS[int(row[L.R_OP])]
@@ -74,10 +77,12 @@ class AccumulateGrad:
     __slots__ = ("variable", "__weakref__")
 
     def name(self):
+        """'torch::autograd::AccumulateGrad', PyTorch's name."""
         return "torch::autograd::AccumulateGrad"
 
     @property
     def next_functions(self):
+        """Always empty: a leaf is where gradients stop."""
         return ()
 
     def __repr__(self):

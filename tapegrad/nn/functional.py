@@ -29,6 +29,7 @@ _REDUCTION_NAMES = {v: k for k, v in _REDUCTIONS.items()}
 
 
 def relu(input, inplace=False):
+    """max(x, 0), elementwise (in place when inplace=True)."""
     try:
         return input.relu_() if inplace else input.relu()
     except AttributeError:      # (checked only then: F.relu is on every forward pass)
@@ -51,15 +52,18 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """log(softmax(input, dim)), computed stably; dim optional with PyTorch's warning."""
     return _math.log_softmax(input, _implicit_dim(input, dim, "log_softmax", _stacklevel),
                              dtype)
 
 
 def sigmoid(input):
+    """1 / (1 + exp(-x)), elementwise."""
     return input.sigmoid()
 
 
 def tanh(input):
+    """Hyperbolic tangent, elementwise."""
     return input.tanh()
 
 
@@ -72,11 +76,13 @@ def _float_only(input, fn, kernel):
 
 
 def silu(input, inplace=False):
+    """x * sigmoid(x), elementwise."""
     _float_only(input, "silu", "silu_cpu")
     return _unary_param("silu", input, inplace=inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
     _float_only(input, "elu", "elu_cpu")
     return _unary_param("elu", input, float(alpha), inplace=inplace)
 
@@ -188,6 +194,7 @@ def pad(input, pad, mode="constant", value=None):
 
 
 def linear(input, weight, bias=None):
+    """input @ weight.T + bias."""
     if (bias is not None and type(input) is Tensor and isinstance(weight, Tensor)
             and isinstance(bias, Tensor) and input.ndim == 2 and weight.ndim == 2
             and bias.ndim == 1 and input.dtype is weight.dtype is bias.dtype
@@ -321,6 +328,7 @@ def _weighted(loss, input, weight, red, weighted_mean, fn):
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean squared error between input and target (reduction= as PyTorch)."""
     red = _reduction(reduction, size_average, reduce)
     if weight is not None:      # (the fused kernel has no weight: composed, as PyTorch)
         return _weighted(_pointwise("mse_loss", MSE, input, target, 0), input, weight, red,
@@ -329,6 +337,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error between input and target (reduction= as PyTorch)."""
     red = _reduction(reduction, size_average, reduce)
     x, y = _pair(input, target, "l1_loss")
     d = (x - y).abs()
@@ -338,6 +347,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """Squared error below delta, delta-scaled absolute error above it."""
     red = _reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
@@ -348,6 +358,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Squared error / beta below beta, absolute error above it."""
     red = _reduction(reduction, size_average, reduce)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -358,6 +369,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
+    """Binary cross entropy between probabilities (input) and targets."""
     red = _reduction(reduction, size_average, reduce)
     return _pointwise("binary_cross_entropy", BCE, input, target, red, weight=weight,
                       strict=True)
@@ -365,6 +377,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
+    """Binary cross entropy on logits, computed stably; pos_weight as in PyTorch."""
     red = _reduction(reduction, size_average, reduce)
     _check(input, "input", "binary_cross_entropy_with_logits")
     _check(target, "target", "binary_cross_entropy_with_logits")
@@ -472,12 +485,15 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothin
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
+    """Negative log likelihood of class indices, given log-probabilities."""
     red = _reduction(reduction, size_average, reduce)
     return _class_loss("nll_loss", 0, input, target, weight, ignore_index, red, 0.0)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
+    """log_softmax then nll_loss on class indices, or cross entropy against class
+    probabilities; label_smoothing as in PyTorch."""
     if (weight is None and label_smoothing == 0.0 and size_average is None and reduce is None
             and ignore_index.__class__ is int and input.__class__ is Tensor
             and target.__class__ is Tensor):
@@ -523,6 +539,8 @@ def _cross_entropy_probs(input, target, weight, red, eps):
 
 
 def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding of an int64 tensor, with a new last dim of num_classes
+    (inferred when -1)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"one_hot(): argument 'input' (position 1) must be Tensor, not "
                         f"{type(tensor).__name__}")
@@ -603,6 +621,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last dims (normalized_shape), then scale and shift by weight and
+    bias if given."""
     _check(input, "input", "layer_norm")
     ns = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
     d = len(ns)
@@ -639,6 +659,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
+    """Normalise each channel (dim 1) with the batch statistics (training) or the running
+    ones (updated in place when training)."""
     from ..autograd import no_grad
     _check(input, "input", "batch_norm")
     c = input.shape[1]
@@ -785,6 +807,7 @@ def hardshrink(input, lambd=0.5):
 
 
 def tanhshrink(input):
+    """x - tanh(x), elementwise."""
     _check(input, "input", "tanhshrink")
     return input - input.tanh()
 

@@ -30,6 +30,7 @@ def _fans(tensor):
 
 
 def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for a nonlinearity, as PyTorch's table."""
     if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid"):
         return 1.0
     if nonlinearity == "tanh":
@@ -53,28 +54,34 @@ def _generator(generator, fn):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fill tensor in place from U(a, b), without recording."""
     _generator(generator, "uniform_")
     return _fill(tensor, _creation.uniform_values(tuple(tensor.shape), a, b))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fill tensor in place from N(mean, std**2), without recording."""
     _generator(generator, "normal_")
     return _fill(tensor, _creation.normal_values(tuple(tensor.shape), mean, std))
 
 
 def constant_(tensor, val):
+    """Fill tensor in place with val, without recording."""
     return _fill(tensor, val)
 
 
 def zeros_(tensor):
+    """Fill tensor in place with zeros, without recording."""
     return _fill(tensor, 0.0)
 
 
 def ones_(tensor):
+    """Fill tensor in place with ones, without recording."""
     return _fill(tensor, 1.0)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He initialisation from a uniform distribution, in place."""
     _generator(generator, "kaiming_uniform_")
     fan_in, fan_out = _fans(tensor)
     fan = fan_in if mode == "fan_in" else fan_out
@@ -83,6 +90,7 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He initialisation from a normal distribution, in place."""
     _generator(generator, "kaiming_normal_")
     fan_in, fan_out = _fans(tensor)
     fan = fan_in if mode == "fan_in" else fan_out
@@ -90,6 +98,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """Glorot initialisation from a uniform distribution, in place."""
     _generator(generator, "xavier_uniform_")
     fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
@@ -97,6 +106,7 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
+    """Glorot initialisation from a normal distribution, in place."""
     _generator(generator, "xavier_normal_")
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))

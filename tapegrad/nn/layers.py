@@ -29,6 +29,8 @@ def _empty(*shape, dtype=None):
 
 # ---------------------------------------------------------------- containers
 class Sequential(Module):
+    """Modules called in order, each on the previous one's output; built from modules or an
+    OrderedDict of them."""
     def __init__(self, *args):
         super().__init__()
         if len(args) == 1 and isinstance(args[0], collections.OrderedDict):
@@ -56,11 +58,14 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def append(self, module):
+        """Add a module at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
 
 class ModuleList(Module):
+    """Modules held in a list and registered as children (indexable, iterable; no forward of
+    its own)."""
     def __init__(self, modules=None):
         super().__init__()
         for m in modules or ():
@@ -81,15 +86,18 @@ class ModuleList(Module):
         return iter(self._modules.values())
 
     def append(self, module):
+        """Add a module at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
     def extend(self, modules):
+        """Add the modules of an iterable at the end; returns self."""
         for m in modules:
             self.append(m)
         return self
 
     def insert(self, index, module):
+        """Insert a module before index."""
         mods = list(self._modules.values())
         mods.insert(index, module)
         self._modules.clear()
@@ -124,10 +132,13 @@ class _Keyed:
         return key in self._key_store()
 
     def keys(self):
+        """The keys, in insertion order."""
         return self._key_store().keys()
 
 
 class ModuleDict(_Keyed, Module):
+    """Modules held by string keys and registered as children (a mapping; no forward of its
+    own)."""
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
@@ -146,12 +157,15 @@ class ModuleDict(_Keyed, Module):
         del self._modules[key]
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def items(self):
+        """(key, module) pairs, in insertion order."""
         return self._modules.items()
 
     def update(self, modules):
+        """Add or replace modules from a mapping or (key, module) pairs."""
         items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
             self[k] = m
@@ -194,11 +208,13 @@ class ParameterList(Module):
         return self.extend(parameters)
 
     def append(self, value):
+        """Add a parameter (a tensor is made a Parameter) at the end; returns self."""
         self._size += 1
         self[self._size - 1] = value
         return self
 
     def extend(self, values):
+        """Add the parameters of an iterable at the end; returns self."""
         if not isinstance(values, collections.abc.Iterable) or isinstance(values, Tensor):
             raise TypeError("ParameterList.extend should be called with an iterable, but got "
                             + type(values).__name__)
@@ -255,40 +271,50 @@ class ParameterDict(_Keyed, Module):
         return reversed(self._keys)
 
     def copy(self):
+        """A new ParameterDict holding the same parameters."""
         return ParameterDict(collections.OrderedDict((k, self[k]) for k in self._keys))
 
     def setdefault(self, key, default=None):
+        """The parameter at key, first setting it to default if key is missing."""
         if key not in self:
             self[key] = default
         return self[key]
 
     def clear(self):
+        """Remove every parameter."""
         for k in self._keys.copy():
             del self[k]
 
     def pop(self, key):
+        """Remove the parameter at key and return it."""
         v = self[key]
         del self[key]
         return v
 
     def popitem(self):
+        """Remove and return the last inserted (key, parameter) pair."""
         k, _ = self._keys.popitem()         # (KeyError when empty, as dict's)
         self._keys[k] = None
         return k, self.pop(k)
 
     def get(self, key, default=None):
+        """The parameter at key, or default if key is missing."""
         return self[key] if key in self else default
 
     def fromkeys(self, keys, default=None):
+        """A new ParameterDict with each key set to default."""
         return ParameterDict((k, default) for k in keys)
 
     def items(self):
+        """(key, parameter) pairs, in insertion order."""
         return ((k, self[k]) for k in self._keys)
 
     def values(self):
+        """The parameters, in insertion order."""
         return (self[k] for k in self._keys)
 
     def update(self, parameters):
+        """Add or replace parameters from a mapping or (key, value) pairs."""
         if not isinstance(parameters, collections.abc.Iterable):
             raise TypeError("ParametersDict.update should be called with an iterable of "
                             "key/value pairs, but got " + type(parameters).__name__)
@@ -331,6 +357,7 @@ class ParameterDict(_Keyed, Module):
 
 # ---------------------------------------------------------------- layers
 class Identity(Module):
+    """Returns its input unchanged (constructor arguments are ignored)."""
     def __init__(self, *args, **kwargs):
         super().__init__()
 
@@ -339,6 +366,8 @@ class Identity(Module):
 
 
 class Linear(Module):
+    """y = x @ weight.T + bias, with weight (out_features, in_features) and bias
+    (out_features) initialised as PyTorch does."""
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         dtype = _factory(device, dtype, "Linear")
@@ -351,6 +380,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialise weight and bias as the constructor does."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
@@ -365,6 +395,7 @@ class Linear(Module):
 
 
 class Flatten(Module):
+    """Flatten dims start_dim..end_dim into one (default: all but the batch dim)."""
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
@@ -412,56 +443,69 @@ class _PlainActivation(_Activation):
 
 
 class ReLU(_InplaceActivation):
+    """max(x, 0), elementwise."""
     _fn = staticmethod(F.relu)
 
 
 class ReLU6(_InplaceActivation):
+    """min(max(x, 0), 6), elementwise."""
     _fn = staticmethod(F.relu6)
 
 
 class SiLU(_InplaceActivation):
+    """x * sigmoid(x), elementwise."""
     _fn = staticmethod(F.silu)
 
 
 class Mish(_InplaceActivation):
+    """x * tanh(softplus(x)), elementwise."""
     _fn = staticmethod(F.mish)
 
 
 class SELU(_InplaceActivation):
+    """Scaled ELU with PyTorch's fixed alpha and scale, elementwise."""
     _fn = staticmethod(F.selu)
 
 
 class Hardswish(_InplaceActivation):
+    """x * relu6(x + 3) / 6, elementwise."""
     _fn = staticmethod(F.hardswish)
     _repr_inplace = False
 
 
 class Hardsigmoid(_InplaceActivation):
+    """relu6(x + 3) / 6, elementwise."""
     _fn = staticmethod(F.hardsigmoid)
     _repr_inplace = False
 
 
 class Tanh(_PlainActivation):
+    """Hyperbolic tangent, elementwise."""
     _fn = staticmethod(F.tanh)
 
 
 class Sigmoid(_PlainActivation):
+    """1 / (1 + exp(-x)), elementwise."""
     _fn = staticmethod(F.sigmoid)
 
 
 class LogSigmoid(_PlainActivation):
+    """log(sigmoid(x)), elementwise, computed stably."""
     _fn = staticmethod(F.logsigmoid)
 
 
 class Softsign(_PlainActivation):
+    """x / (1 + |x|), elementwise."""
     _fn = staticmethod(F.softsign)
 
 
 class Tanhshrink(_PlainActivation):
+    """x - tanh(x), elementwise."""
     _fn = staticmethod(F.tanhshrink)
 
 
 class GELU(_Activation):
+    """GELU activation; approximate='tanh' uses the tanh approximation."""
     _shown = ("approximate",)
 
     def __init__(self, approximate="none"):
@@ -473,6 +517,7 @@ class GELU(_Activation):
 
 
 class LeakyReLU(_Activation):
+    """x where x > 0, negative_slope * x elsewhere."""
     _shown = ("negative_slope",)
 
     def __init__(self, negative_slope=0.01, inplace=False):
@@ -484,6 +529,7 @@ class LeakyReLU(_Activation):
 
 
 class Hardtanh(_Activation):
+    """Clamp to [min_val, max_val] (default [-1, 1])."""
     _shown = ("min_val", "max_val")
 
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None,
@@ -508,6 +554,7 @@ class Hardtanh(_Activation):
 
 
 class Softplus(_Activation):
+    """log(1 + exp(beta * x)) / beta; linear where beta * x > threshold."""
     _shown = ("beta", "threshold")
 
     def __init__(self, beta=1.0, threshold=20.0):
@@ -532,18 +579,22 @@ class _SoftmaxLike(_Activation):
 
 
 class Softmax(_SoftmaxLike):
+    """Softmax over dim."""
     _fn = staticmethod(F.softmax)
 
 
 class LogSoftmax(_SoftmaxLike):
+    """log(softmax(x)) over dim, computed stably."""
     _fn = staticmethod(F.log_softmax)
 
 
 class Softmin(_SoftmaxLike):
+    """softmax(-x) over dim."""
     _fn = staticmethod(F.softmin)
 
 
 class ELU(_Activation):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
     _shown = ("alpha",)
 
     def __init__(self, alpha=1.0, inplace=False):
@@ -557,10 +608,12 @@ class ELU(_Activation):
 
 
 class CELU(ELU):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), elementwise."""
     _fn = staticmethod(F.celu)
 
 
 class GLU(_Activation):
+    """Gated linear unit: the first half of dim times sigmoid of the second half."""
     _shown = ("dim",)
 
     def __init__(self, dim=-1):
@@ -572,6 +625,7 @@ class GLU(_Activation):
 
 
 class Threshold(Module):
+    """x where x > threshold, value elsewhere."""
     def __init__(self, threshold, value, inplace=False):
         super().__init__()
         self.threshold, self.value, self.inplace = threshold, value, inplace
@@ -597,10 +651,12 @@ class _Shrink(Module):
 
 
 class Softshrink(_Shrink):
+    """x - lambd where x > lambd, x + lambd where x < -lambd, 0 elsewhere."""
     _fn = staticmethod(F.softshrink)
 
 
 class Hardshrink(_Shrink):
+    """x where |x| > lambd, 0 elsewhere."""
     _fn = staticmethod(F.hardshrink)
 
 
@@ -615,6 +671,7 @@ class PReLU(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Set every slope back to init."""
         init.constant_(self.weight, self.init)
 
     def forward(self, input):
@@ -647,6 +704,7 @@ class Unflatten(Module):
 
 
 class CosineSimilarity(Module):
+    """Cosine similarity of x1 and x2 along dim."""
     def __init__(self, dim=1, eps=1e-8):
         super().__init__()
         self.dim, self.eps = dim, eps
@@ -656,6 +714,7 @@ class CosineSimilarity(Module):
 
 
 class PairwiseDistance(Module):
+    """p-norm distance between the rows of x1 and x2 (eps added to the difference)."""
     def __init__(self, p=2.0, eps=1e-6, keepdim=False):
         super().__init__()
         self.norm, self.eps, self.keepdim = p, eps, keepdim
@@ -665,6 +724,8 @@ class PairwiseDistance(Module):
 
 
 class Dropout(Module):
+    """In training, zero each element with probability p and scale the rest by 1 / (1 - p);
+    the identity in eval mode. The random masks are tapegrad's, not PyTorch's."""
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0 <= p <= 1:
@@ -679,6 +740,8 @@ class Dropout(Module):
 
 
 class Embedding(Module):
+    """A lookup table: each index of the input selects a row of weight (num_embeddings,
+    embedding_dim)."""
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
@@ -716,6 +779,8 @@ class Embedding(Module):
 
 
 class LayerNorm(Module):
+    """Normalise over the last dims (normalized_shape) to zero mean and unit variance, then
+    scale and shift by learnt weight and bias."""
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
                  device=None, dtype=None):
         super().__init__()
@@ -745,6 +810,8 @@ class LayerNorm(Module):
 
 
 class RMSNorm(Module):
+    """Divide by the root mean square over the last dims (normalized_shape), then scale by a
+    learnt weight."""
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
         super().__init__()
@@ -760,6 +827,7 @@ class RMSNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Set weight back to ones."""
         if self.elementwise_affine:
             init.ones_(self.weight)
 
@@ -772,6 +840,8 @@ class RMSNorm(Module):
 
 
 class GroupNorm(Module):
+    """Normalise each group of channels (dim 1) per sample, then scale and shift per
+    channel."""
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
                  dtype=None, *, bias=True):
         super().__init__()
@@ -793,6 +863,7 @@ class GroupNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Set weight back to ones and bias to zeros."""
         if self.affine:
             init.ones_(self.weight)
             if self.bias is not None:
@@ -807,6 +878,8 @@ class GroupNorm(Module):
 
 
 class BatchNorm1d(Module):
+    """Normalise each feature (dim 1) over the batch, keeping running statistics for eval
+    mode; (N, C) or (N, C, L) input."""
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
@@ -873,6 +946,8 @@ class _RNNCellBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialise every weight and bias from U(-1/sqrt(hidden_size),
+        1/sqrt(hidden_size))."""
         stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
         for w in self.parameters():
             init.uniform_(w, -stdv, stdv)
@@ -991,6 +1066,7 @@ class _WeightedLoss(_Loss):
 
 
 class MSELoss(_Loss):
+    """Mean squared error (squared L2) between input and target."""
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
 
@@ -999,6 +1075,7 @@ class MSELoss(_Loss):
 
 
 class L1Loss(_Loss):
+    """Mean absolute error between input and target."""
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
 
@@ -1007,6 +1084,7 @@ class L1Loss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
+    """log(1 + exp(-target * input)) for targets of -1 and 1."""
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
 
@@ -1015,6 +1093,7 @@ class SoftMarginLoss(_Loss):
 
 
 class HuberLoss(_Loss):
+    """Squared error below delta, delta-scaled absolute error above it."""
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction=reduction)
         self.delta = delta
@@ -1024,6 +1103,7 @@ class HuberLoss(_Loss):
 
 
 class SmoothL1Loss(_Loss):
+    """Squared error / beta below beta, absolute error above it."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -1033,6 +1113,7 @@ class SmoothL1Loss(_Loss):
 
 
 class BCELoss(_WeightedLoss):
+    """Binary cross entropy between probabilities (input) and targets."""
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
         super().__init__(weight, size_average, reduce, reduction)
 
@@ -1042,6 +1123,8 @@ class BCELoss(_WeightedLoss):
 
 
 class BCEWithLogitsLoss(_Loss):
+    """Binary cross entropy on logits: sigmoid and BCE in one stable step; pos_weight as in
+    PyTorch."""
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
                  pos_weight=None):
         super().__init__(size_average, reduce, reduction)
@@ -1055,6 +1138,7 @@ class BCEWithLogitsLoss(_Loss):
 
 
 class NLLLoss(_WeightedLoss):
+    """Negative log likelihood of class indices, given log-probabilities."""
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean"):
         super().__init__(weight, size_average, reduce, reduction)
@@ -1066,6 +1150,8 @@ class NLLLoss(_WeightedLoss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
+    """log_softmax followed by NLLLoss on class indices, or cross entropy against class
+    probabilities; label_smoothing as in PyTorch."""
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean", label_smoothing=0.0):
         super().__init__(weight, size_average, reduce, reduction)
@@ -1078,6 +1164,8 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class KLDivLoss(_Loss):
+    """Kullback-Leibler divergence; input holds log-probabilities (and target too when
+    log_target=True)."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
@@ -1087,6 +1175,8 @@ class KLDivLoss(_Loss):
 
 
 class PoissonNLLLoss(_Loss):
+    """Negative log likelihood of a Poisson target given its rate (or log-rate when
+    log_input=True)."""
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                  reduction="mean"):
         super().__init__(size_average, reduce, reduction)
@@ -1098,6 +1188,7 @@ class PoissonNLLLoss(_Loss):
 
 
 class GaussianNLLLoss(_Loss):
+    """Negative log likelihood of a Gaussian target given mean (input) and variance (var)."""
     def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
         super().__init__(reduction=reduction)
         self.full, self.eps = full, eps
@@ -1118,8 +1209,10 @@ class _PairLoss(_Loss):
 
 
 class CosineEmbeddingLoss(_PairLoss):
+    """1 - cos(x1, x2) for target 1, max(0, cos(x1, x2) - margin) for target -1."""
     _fn = staticmethod(F.cosine_embedding_loss)
 
 
 class MarginRankingLoss(_PairLoss):
+    """max(0, -target * (x1 - x2) + margin)."""
     _fn = staticmethod(F.margin_ranking_loss)

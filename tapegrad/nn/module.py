@@ -83,6 +83,7 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name, param):
+        """Add a parameter (or None) under name."""
         self._check_init()
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
@@ -91,6 +92,8 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
+        """Add a buffer (a tensor saved in state_dict unless persistent=False, moved by
+        to(), never trained) under name."""
         self._check_init()
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
@@ -103,6 +106,7 @@ class Module:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
+        """Add a child module under name."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_init()
@@ -113,6 +117,7 @@ class Module:
 
     # ------------------------------------------------------------ traversal
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """Iterate over (name, module) for this module and all its descendants."""
         memo = set() if memo is None else memo
         if remove_duplicate:
             if id(self) in memo:
@@ -125,10 +130,12 @@ class Module:
                                            remove_duplicate)
 
     def modules(self):
+        """Iterate over this module and all its descendants."""
         for _, m in self.named_modules():
             yield m
 
     def named_children(self):
+        """Iterate over (name, module) for the direct children."""
         seen = set()
         for name, m in self._modules.items():
             if m is not None and id(m) not in seen:
@@ -136,6 +143,7 @@ class Module:
                 yield name, m
 
     def children(self):
+        """Iterate over the direct child modules."""
         for _, m in self.named_children():
             yield m
 
@@ -150,21 +158,28 @@ class Module:
                 yield (f"{mp}.{name}" if mp else name), v
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Iterate over (dotted name, parameter), recursively unless recurse=False."""
         return self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
+        """Iterate over the parameters, recursively unless recurse=False (what an optimizer
+        takes)."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """Iterate over (dotted name, buffer), recursively unless recurse=False."""
         return self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
+        """Iterate over the buffers, recursively unless recurse=False."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # ------------------------------------------------------------ state
     def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """An ordered dict of the parameters and persistent buffers by dotted name (detached
+        unless keep_vars=True)."""
         out = collections.OrderedDict() if destination is None else destination
         for name, p in self._parameters.items():
             if p is not None:
@@ -178,6 +193,8 @@ class Module:
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy values from a state_dict into the parameters and buffers; strict=True
+        requires the keys to match. Returns (missing_keys, unexpected_keys)."""
         if not isinstance(state_dict, collections.abc.Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         own = self.state_dict(keep_vars=True)
@@ -229,6 +246,7 @@ class Module:
 
     # ------------------------------------------------------------ modes and helpers
     def train(self, mode=True):
+        """Set training mode (mode=True) on this module and its descendants; returns self."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
@@ -237,18 +255,22 @@ class Module:
         return self
 
     def eval(self):
+        """Set evaluation mode (train(False)); returns self."""
         return self.train(False)
 
     def requires_grad_(self, requires_grad=True):
+        """Set requires_grad on every parameter; returns self."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Reset the gradients of every parameter (to None by default)."""
         zero_grads(self.parameters(), set_to_none)
         return self
 
     def apply(self, fn):
+        """Call fn on every descendant and then on this module; returns self."""
         for m in self.children():
             m.apply(fn)
         fn(self)
@@ -276,10 +298,12 @@ class Module:
         return self
 
     def float(self):
+        """Cast the floating point parameters and buffers to float32; returns self."""
         from .. import _dtype as D
         return self.to(D.float32)
 
     def double(self):
+        """Cast the floating point parameters and buffers to float64; returns self."""
         from .. import _dtype as D
         return self.to(D.float64)
 
@@ -287,10 +311,13 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def forward(self, *input):
+        """The computation the module performs: override it; call the module (module(x)),
+        not forward, to run it."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 
     def extra_repr(self):
+        """The module's own settings shown in its repr (override to add some)."""
         return ""
 
     def __repr__(self):

@@ -41,6 +41,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamp every gradient in place to [-clip_value, clip_value]."""
     from .._promotion import bump_version
     for g in _grads(parameters):
         np.clip(_numpy_view(g), -clip_value, clip_value, out=_numpy_view(g))

@@ -5,7 +5,7 @@ PyTorch's (SLEEF) are vectorised and 2-5x faster on large arrays. These are bran
 arithmetic (selects, min/max, fma, Cody-Waite range reduction, a polynomial, 2^k built
 from its bits rather than by a float->int conversion AVX2 cannot vectorise), so LLVM
 vectorises the loops that call them. Errors, measured on millions of points
-(tests/test_vmath.py), against PyTorch's (SLEEF u10) bound of 1 ulp:
+(tests/engine/test_vmath.py), against PyTorch's (SLEEF u10) bound of 1 ulp:
 
 - float32 sin/cos/tanh evaluate in float64 and round once to float32: at most 0.51 ulp
   from the exact result (sin/cos: 0.5017 for every float32 below 2^23, checked

@@ -129,7 +129,7 @@ register(OpDef("linear", "AddmmBackward0", "custom", module=_M, fwd_fn="linear_f
 # only relu reads) runs as one row (replay/fuse.py fuse_bias): one op and one backward row
 # fewer per layer. The product is matmul's own code, and the bias add and relu are the
 # eager ops' arithmetic in their order, so values and gradients are bitwise the eager ones
-# (tests/test_fuse_bias.py). Operands it does not cover (not two matrices and a bias vector
+# (tests/replay/test_fuse_bias.py). Operands it does not cover (not two matrices and a bias vector
 # of the product's width, in one dtype) get E_FALLBACK before anything is made: the
 # executor then runs the replaced ops.
 

@@ -8,6 +8,8 @@ from ..replay.recorder import note_break as _note_break
 
 
 class LRScheduler:
+    """Base class of the learning-rate schedulers: step() sets each group's lr from
+    get_lr()."""
     def __init__(self, optimizer, last_epoch=-1):
         from .optimizer import Optimizer
         if not isinstance(optimizer, Optimizer):
@@ -27,12 +29,15 @@ class LRScheduler:
         self.step()
 
     def get_lr(self):
+        """The learning rates for the current epoch (override it)."""
         raise NotImplementedError
 
     def get_last_lr(self):
+        """The learning rates the last step() set, one per group."""
         return self._last_lr
 
     def step(self, epoch=None):
+        """Advance one epoch (or to epoch) and set each group's lr."""
         _note_break("an lr scheduler's step (step the scheduler outside the compiled "
                    "function: a replay reads the learning rate at every call)")
         self._step_count += 1
@@ -47,18 +52,22 @@ class LRScheduler:
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def state_dict(self):
+        """The scheduler's state, without the optimizer."""
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
 
     def load_state_dict(self, state_dict):
+        """Restore the state from state_dict()."""
         self.__dict__.update(state_dict)
 
 
 class StepLR(LRScheduler):
+    """Multiply the learning rate by gamma every step_size epochs."""
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates for the current epoch."""
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return [g["lr"] for g in self.optimizer.param_groups]
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
@@ -68,6 +77,8 @@ class StepLR(LRScheduler):
 
 
 class LambdaLR(LRScheduler):
+    """Set the learning rate to initial_lr * lr_lambda(epoch) (one function or one per
+    group)."""
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
@@ -79,15 +90,18 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates for the current epoch."""
         return [b * f(self.last_epoch) for f, b in zip(self.lr_lambdas, self.base_lrs)]
 
 
 class CosineAnnealingLR(LRScheduler):
+    """Anneal the learning rate from initial_lr to eta_min along a cosine over T_max epochs."""
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The learning rates for the current epoch."""
         groups = self.optimizer.param_groups
         t, T, m = self.last_epoch, self.T_max, self.eta_min
         if t == 0:

@@ -69,6 +69,8 @@ def _hyper_array(values):
 
 
 class Optimizer:
+    """Base class of the optimizers: param_groups, state, zero_grad, step and state_dict as
+    in PyTorch; a step is one compiled kernel call per group."""
     # subclasses: defaults' names in the order the kernel takes them; the state buffers
     # (names, whether each exists for a group), whether a step counter is kept
     kernel = None
@@ -93,6 +95,7 @@ class Optimizer:
             self.add_param_group(g)
 
     def add_param_group(self, param_group):
+        """Add a group of parameters with its own hyper-parameters (defaults fill the rest)."""
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
         group = dict(param_group)
@@ -126,6 +129,7 @@ class Optimizer:
 
     @property
     def state(self):
+        """Per-parameter state (momentum buffers, step counts, ...), keyed by parameter."""
         return self._state
 
     @state.setter
@@ -135,12 +139,15 @@ class Optimizer:
 
     # ------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none=True):
+        """Reset the gradients of every parameter (to None by default)."""
         zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def _buffer_on(self, name, group):
         return True
 
     def step(self, closure=None):
+        """Update every parameter from its gradient; closure, if given, recomputes the loss
+        first and its value is returned."""
         loss = None
         if closure is not None:
             from ..autograd import enable_grad
@@ -247,6 +254,8 @@ class Optimizer:
 
     # ------------------------------------------------------------ state dicts
     def state_dict(self):
+        """The state and param_groups, with parameters replaced by their indices, as
+        PyTorch's."""
         index = {}
         groups = []
         for g in self.param_groups:
@@ -263,6 +272,7 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
+        """Restore state and hyper-parameters from state_dict()."""
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -324,6 +334,8 @@ def _implementation(foreach=None, fused=None, differentiable=False, **more):
 
 
 class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, dampening, Nesterov and weight
+    decay."""
     kernel = K.sgd_native
     hyper = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
     buffers = ("momentum_buffer",)
@@ -345,6 +357,7 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
+    """Adam (amsgrad, maximize and weight_decay as in PyTorch)."""
     kernel = K.adam_native
     hyper = ("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "decoupled")
     buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
@@ -387,6 +400,7 @@ class AdamW(Adam):
 
 
 class RMSprop(Optimizer):
+    """RMSprop (momentum, centered and weight_decay as in PyTorch)."""
     kernel = K.rmsprop_native
     hyper = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize")
     buffers = ("square_avg", "grad_avg", "momentum_buffer")
@@ -415,6 +429,7 @@ class RMSprop(Optimizer):
 
 
 class Adagrad(Optimizer):
+    """Adagrad (lr_decay, weight_decay and initial_accumulator_value as in PyTorch)."""
     kernel = K.adagrad_native
     hyper = ("lr", "lr_decay", "weight_decay", "eps", "maximize")
     buffers = ("sum",)
