@@ -346,7 +346,7 @@ class WarmStart:
     with its caches already warm (median of 3): the kernel cache, and the bytecode of
     tapegrad's modules, which an installed wheel has and an editable checkout gets at its
     first import, unless PYTHONDONTWRITEBYTECODE is set (then every import compiled the
-    sources again: 0.16-0.3 s of a 1.1-1.7 s start on the reference machine)."""
+    sources again, a noticeable share of a warm start)."""
     timeout = TIMEOUT
     unit = "seconds"
     CODE = ("import tapegrad as tg; x = tg.ones(3, requires_grad=True); "

@@ -80,8 +80,8 @@ def set_threads(n):
         os.environ[var] = str(n)
     if n > 1:
         # Interleaved libraries each keep a thread pool; pools that spin-wait after a
-        # parallel region starve the next library's (PyTorch's MLP step went from 0.6 ms
-        # to 90 ms on 2 cores, after NumPy's OpenBLAS matmuls).
+        # parallel region starve the next library's (on two cores, PyTorch's MLP step
+        # after NumPy's OpenBLAS matmuls ran over a hundred times slower).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if n == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +

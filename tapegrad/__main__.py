@@ -95,12 +95,11 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
 # A cold start splits the compiling between this process and a helper so that the
 # engine functions both halves call compile once: this process starts with op_entry,
 # whose callees the sweep shares, while the helper compiles Adam and linear, which need
-# few of them, then the sweep, which by then loads those callees from the cache (3 s
-# less than compiling them again). This process's share is about 2-3 s smaller (12.7 s
-# against 14.5 measured; the helper ended 2.9-3.3 s after it in three cold demos with
-# compile_speed's shortcuts): it imports PyTorch and makes its first Adam meanwhile
-# (_prepare_peer, 2.3 s), which would otherwise follow the compiling; the helper starts
-# a second later (after this process's import).
+# few of them, then the sweep, which by then loads those callees from the cache instead
+# of compiling them again. This process's share of compiling is the smaller one, sized
+# so that both halves end together: it also imports PyTorch and makes its first Adam
+# meanwhile (_prepare_peer), which would otherwise follow the compiling; the helper
+# starts a little later (after this process's import).
 _MAIN_TASKS = ("op_entry", "replay", "op:tanh", "eager")
 _HELPER_TASKS = ("optim:adam", "op:linear", "sweep", "op:cross_entropy_plain")
 _EAGER_ENTRIES = ("drain_queue", "contiguous_id", "adopt", "bump_version_id")
@@ -132,7 +131,7 @@ def _start_helper():
     if _demo_cached():
         return None
     # (Numba's error highlighting formats the messages of the overloads typing tries and
-    # rejects: under 1% of compiling when measured last; the helper's output is discarded)
+    # rejects: a small share of compiling, and the helper's output is discarded)
     env = dict(os.environ, TAPEGRAD_KERNELS_ONLY="1", NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING="1")
     return subprocess.Popen([sys.executable, "-m", "tapegrad", "warmup", "--tasks",
                              ",".join(_HELPER_TASKS)], env=env, stdout=subprocess.DEVNULL)
@@ -172,7 +171,7 @@ def _compile_task(task):
 def _prepare_peer():
     """Import PyTorch for the comparison at the end while the helper process is still
     compiling (this process's core would otherwise sit idle), and make one Adam: the
-    first one imports the rest of PyTorch's optimizer machinery (1.2 s here)."""
+    first one imports the rest of PyTorch's optimizer machinery."""
     try:
         import torch
     except ImportError:
@@ -320,7 +319,7 @@ def main(argv=None):
 if __name__ == "__main__":
     rc = main()
     # The compiled code and PyTorch leave hundreds of thousands of objects that the
-    # interpreter's shutdown would walk in full garbage collections: about 1 s of waiting
+    # interpreter's shutdown would walk in full garbage collections: a noticeable wait
     # after the demo's last line. Frozen objects are left out of those collections.
     gc.freeze()
     sys.exit(rc)

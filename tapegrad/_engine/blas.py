@@ -7,8 +7,9 @@ kernels call that name: the call links like malloc's, so kernels stay cacheable.
 
 Why not Numba's np.dot: it goes through SciPy's Cython BLAS (an older OpenBLAS here, and
 a Fortran interface), and on the small products of a training step (32x64 @ 64x128 and
-the like) NumPy's OpenBLAS took 24 us where np.dot took 32, with bitwise the same
-results; np.dot's glue (layout checks, copies) also compiles into every kernel using it.
+the like) NumPy's OpenBLAS takes about three quarters of np.dot's time, with bitwise
+the same results; np.dot's glue (layout checks, copies) also compiles into every kernel
+using it.
 
 Without NumPy's ILP64 symbols (NumPy built against another BLAS), the names point to
 compiled trampolines that call SciPy's Fortran `sgemm`/`dgemm` (always there: SciPy is a

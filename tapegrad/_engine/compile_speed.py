@@ -17,14 +17,13 @@ work that repeats an answer Numba already has:
   the same hash and equality without the dicts.
 - Formatting each failure's message wraps and unwraps stdout with colorama
   (``ColorShell``), which on POSIX leaves the message unchanged: 1.9% of the samples.
-- Later, with those three in: every LLVM call broadcast two events to every enclosing
-  compile's timer (6% of op_entry's samples; ``_light_llvm_lock_events``), and every
-  pipeline recomputed its passes' dependencies (2.7%; ``_memoize_pass_dependencies``).
-  Removing both took their share to 2.5%; alternated compiles of op_entry and sweep,
-  15.1-17.5 s against 15.8-19.8 (five each, a slow host: within its noise).
+- With those three in place, two smaller costs show: every LLVM call broadcasts two
+  events to every enclosing compile's timer (6% of op_entry's samples;
+  ``_light_llvm_lock_events``), and every pipeline recomputes its passes' dependencies
+  (2.7%; ``_memoize_pass_dependencies``). With both shortcuts their share is 2.5%.
 
-Together they took the engine core's cold compile from 18.3 to 14.6 s (mean of three
-alternated runs each). They change no compiled code (the machine code of op_entry,
+Together they take about a fifth off the engine core's cold compile. They change no
+compiled code (the machine code of op_entry,
 sweep and mul's and tanh's kernels, dumped with and without them, differs only in
 Numba's symbol-name counters), and they apply to tapegrad's own compiles alone:
 ``shortcuts()`` installs them while it holds Numba's compiler lock (so no other

@@ -60,7 +60,7 @@ def _unliteral(dispatcher):
     """Calls from compiled code are typed with non-literal argument types. Numba would
     otherwise compile a helper once per constant it is called with (`decref(C, KIND_ROW,
     r)` and `decref(C, KIND_STOR, s)` were two copies of decref and of everything under
-    it): on a cold cache the engine core took about 30 s of compiling, 20 without."""
+    it): the copies were about a third of the engine core's cold compile."""
     typed = dispatcher.get_call_template
 
     def get_call_template(args, kws):
@@ -136,10 +136,9 @@ class _LinkOnlyLibrary(numba_codegen.JITCodeLibrary):
     or kernel at the top, over everything it links. Its module never reaches the
     execution engine; only its environment pointer (a common global Numba writes the
     helper's Env address into) does, as a module of its own, whose object code the
-    cache stores beside the IR. On a cold cache the demo's kernels took 26-29 s of CPU
-    instead of 33-35 (alternating runs; skipping only the machine code saved half as
-    much); the kernels' speed did not measurably change (benchmarks.compare's MLP
-    steps and scalar chains)."""
+    cache stores beside the IR. This takes about a fifth off the CPU time of the demo's
+    cold compile (skipping only the machine code saves half as much), and leaves the
+    kernels' speed unchanged (benchmarks.compare's MLP steps and scalar chains)."""
 
     def _optimize_final_module(self):
         pass
@@ -176,8 +175,8 @@ class _HelperCompiler(numba_compiler.Compiler):
         return super().compile_extra(func)
 
 
-# Numba gives every compiled function a Python wrapper and a C wrapper (about 3 s of
-# the engine core's cold compile); only the functions Python calls need them
+# Numba gives every compiled function a Python wrapper and a C wrapper (about a sixth
+# of the engine core's cold compile); only the functions Python calls need them
 _NO_WRAPPERS = dict(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 # _LinkOnlyLibrary overrides Numba internals (numba 0.68's names; older releases spelled
 # one of them _finalize_dyanmic_globals): where they differ, helpers compile as before

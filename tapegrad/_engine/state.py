@@ -109,9 +109,9 @@ class Engine:
         self.kernel_loader = None    # set by the front: (opcode, slot) -> (fwd, bwd) cfuncs
         self.has_row_kernels = None  # ... opcode -> whether the op has row-broadcast loops
         self._kernels = {}
-        # op_entry and sweep compile (about 30 s cold) on first use, not at import, so a
-        # program can start other work (the demo compiles op kernels in a second process
-        # meanwhile); the front rebinds its fast-path names through on_ready
+        # op_entry and sweep (most of a cold start) compile on first use, not at import,
+        # so a program can start other work (the demo compiles op kernels in a second
+        # process meanwhile); the front rebinds its fast-path names through on_ready
         self.op = self._first_op
         self.sweep = self._first_sweep
         self.on_ready = []
@@ -201,7 +201,7 @@ class Engine:
         if side is not None:
             setattr(self, side[0], side_new)
         self.work = work_new
-        if which == "meta":     # Python's scalar reads of meta: about 40 ns each, not 100
+        if which == "meta":     # Python's scalar reads of meta: under half a NumPy index
             self.meta_mv = memoryview(new.reshape(-1))
         if which in ("meta", "tape"):
             self._grow_sweep_state()
@@ -334,8 +334,9 @@ class Engine:
                 raise EngineError(r, self.err.copy())
 
     def entry(self, fn):
-        """fn's C entry point (a Numba dispatcher costs 3-5 us per call; the creation
-        calls run once per tensor made), compiled when first needed."""
+        """fn's C entry point (a call through a Numba dispatcher costs several times a
+        direct one; the creation calls run once per tensor made), compiled when first
+        needed."""
         e = self.entries.get(fn)
         if e is None:
             sig = _ENTRY_SIGS.get(fn.__name__)
@@ -378,8 +379,8 @@ class Engine:
                 "rows": int(c[L.C_LIVE_ROWS]), "bytes": int(c[L.C_BYTES])}
 
 
-# elements per thread below which a loop is not split: a thread costs about 30 us to start,
-# what a float32 add of this size takes
+# elements per thread below which a loop is not split: starting a thread costs about what
+# a float32 add of this size takes
 PAR_MIN = 1 << 16
 
 

@@ -8,8 +8,8 @@ result is bitwise the same for any thread count. The calling thread holds the GI
 throughout; the others run only compiled loops that cannot raise (NumPy's error model, no
 allocation), so they never need it.
 
-Threads are started per call (about 20-40 us each) rather than kept in a pool: only
-loops of at least C_PAR_MIN elements per thread are split, where that is noise.
+Threads are started per call rather than kept in a pool: only loops of at least
+C_PAR_MIN elements per thread are split, where the start-up cost is noise.
 """
 import numpy as np
 from numba import types

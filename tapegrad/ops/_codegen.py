@@ -52,8 +52,8 @@ def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
     every inner stride is 1. A scalar b (bscal) is read once, outside the flat loop
     (scalar_b: the loop has such an operand). in_place: a flat loop whose output is
     operand A (an in-place op) writes A itself: with O and A two arrays over the same
-    memory, LLVM's overlap check sends the loop to its scalar version (a.sub_(b) on 64k
-    float32 took 24 us, NumPy's in-place subtract 8). Where an operand is broadcast along
+    memory, LLVM's overlap check sends the loop to its scalar version (a.sub_(b) took
+    about three times NumPy's in-place subtract). Where an operand is broadcast along
     the inner dim, a binary op's engine runs its _rows_loop kernels instead, once loaded.
     flags: the k of the flags w<k> that guard a backward's gradient stores; the flat and
     unit-stride loops get one copy per case (_unswitched; cases: which, default every
@@ -154,7 +154,7 @@ def _scalar_b_loops(body, indent, flags=()):
     constant c that body tests `b == c` against, with those tests resolved, then the loop
     for any other b, then return. LLVM unswitched pow's forward chain of six such tests
     but not its backward's eight, and a test left in the loop stops it from vectorising
-    (x ** -1 forward and backward, 1000 x 1000 float32: 10.6 ms, 0.6 this way). flags: as
+    (x ** -1 forward and backward ran over ten times slower). flags: as
     _unswitched's (b, a scalar, has no gradient: (0,) or none)."""
     stmts = _statements(body)
     cases = {}
@@ -196,8 +196,8 @@ def _next_row(operands, i2, i3):
 def _unswitched(body, ks, indent, loop="for j in range(inner):", cases=None):
     """loop over body, one copy per case of the flags w<k> (k in ks) the body tests
     (cases: which, default every combination with one set), without the tests: a store
-    under a flag keeps the loop from vectorising (a (64, 512) broadcast sub's backward:
-    57 us, 26 unswitched; a flat mul's, (256, 1000) float32: 152 us, 43 unswitched). Lines
+    under a flag keeps the loop from vectorising (a broadcast sub's backward takes twice
+    as long with the tests, a flat mul's more than three times). Lines
     under a flag no case sets are dropped."""
     ks = [k for k in ks if f"if w{k}:" in body]
     if not ks:
@@ -231,8 +231,9 @@ def _rows_loop(operands, unit_body, fixed, sums, indent="    "):
     is the unit-stride one (the odometer's strided loop, with Numba's negative-index
     check on every element, took 8x as long on a (64, 512) float32). Separate kernels
     (fwd_r_*, bwd_r_*) that the engine picks (core.call_ew) and Python compiles when one
-    is first wanted: compiled with every op they cost 1.3 s per binary op cold, and inside
-    the main loop's function the unit-stride loop 0.3 us per call."""
+    is first wanted: compiled with every op they would add over half again to a binary
+    op's cold compile, and inside the main loop's function they slow the unit-stride loop
+    on small tensors."""
     i1, i2, i3 = indent, indent * 2, indent * 3
     rows = [x for x in operands if x not in fixed]
     out0 = [x for x in operands if x in fixed][0]
@@ -416,8 +417,8 @@ def {name}(daddr, part):
 class _BranchFree(ast.NodeTransformer):
     """`x if c else y` -> pick(c, cast(x), cast(y)) and `and`/`or` of comparisons -> `&`/`|`:
     a conditional expression is control flow in Numba, and in a loop body with several
-    stores LLVM then gives up vectorising (the fused add+relu with its tangents: 5 us
-    instead of 0.6 on 32x128). Both sides are evaluated, which is harmless for formulas
+    stores LLVM then gives up vectorising (the fused add+relu with its tangents ran about
+    eight times slower). Both sides are evaluated, which is harmless for formulas
     (pure, and NaN/inf in the unused side are dropped)."""
 
     def __init__(self, cast):
@@ -457,8 +458,8 @@ def _fused_source(op):
     computes and stores the tangents when a gradient is recorded (every input's tangent
     buffer exists then), _fwdp is the forward alone, and _bwda writes every gradient, _bwd
     (two inputs, one of them without a gradient) checks. A guarded store in the
-    odometer's unit-stride loop kept it from vectorising (a 32x128 add+relu with a
-    broadcast bias: 6.5 us instead of 0.6). The libm path for huge sin/cos arguments is a
+    odometer's unit-stride loop kept it from vectorising (an add+relu with a broadcast
+    bias ran ten times slower). The libm path for huge sin/cos arguments is a
     loop of its own."""
     nin, consts, forward, reverse, diff, tangent, trig, from_out = op.spec
     src = [_HEADER.format(name=op.name)]

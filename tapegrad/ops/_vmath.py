@@ -4,16 +4,15 @@ Numba here has no SVML, so np.exp/np.sin become one scalar libm call per element
 PyTorch's (SLEEF) are vectorised and 2-5x faster on large arrays. These are branch-free
 arithmetic (selects, min/max, fma, Cody-Waite range reduction, a polynomial, 2^k built
 from its bits rather than by a float->int conversion AVX2 cannot vectorise), so LLVM
-vectorises the loops that call them. Errors, measured on millions of points
+vectorises the loops that call them. Errors, checked on millions of points
 (tests/engine/test_vmath.py), against PyTorch's (SLEEF u10) bound of 1 ulp:
 
 - float32 sin/cos/tanh evaluate in float64 and round once to float32: at most 0.51 ulp
   from the exact result (sin/cos: 0.5017 for every float32 below 2^23, checked
   exhaustively; one polynomial on |r| <= pi/2 after a reduction by pi, for cos by odd
-  multiples of pi/2, 1.3 ms per 1M elements where sin and cos polynomials on |r| <= pi/4
-  and a quadrant select took 2.1-2.4). float32 exp is float32 arithmetic with fma (eight
-  lanes instead of four; 1.0 ms per 1M elements instead of 1.6, PyTorch's 1.0): at most
-  0.93 ulp.
+  multiples of pi/2: a little over half the time of sin and cos polynomials on
+  |r| <= pi/4 and a quadrant select). float32 exp is float32 arithmetic with fma (eight
+  lanes instead of four, which brings it to PyTorch's speed): at most 0.93 ulp.
 - float64 exp: reduction by a two-part ln2 keeping the rounding error of the reduced
   argument, a degree-12 polynomial with 1 + r summed exactly, and 2^k as the product of
   two powers of two (overflow gives inf; a subnormal result rounds in the last multiply):
@@ -28,7 +27,7 @@ The fast sin/cos range reductions hold for |x| <= SINCOS_LIMIT32 = 2^23 and
 SINCOS_LIMIT64 = 3294199 ((2^21 + 0.5) pi/2); past them the result is libm's (float64
 sin/cos, rounded for float32). A data-dependent branch per element would stop
 vectorisation, so the generated kernel of an op whose formulas call sin(a)/cos(a) first
-scans a (`sincos_huge`, itself vectorised, 0.1-0.2 ms per 1M elements) and its loops
+scans a (`sincos_huge`, itself vectorised, a small part of the op's time) and its loops
 call `sin_(big, a)` / `cos_(big, a)`: `big` is loop-invariant, LLVM unswitches the loop on
 it, and the common case keeps the vectorised loop. One huge element sends the whole tensor
 through libm. NaN and inf do not count as huge (the fast versions give NaN for them).
@@ -37,8 +36,8 @@ through libm. NaN and inf do not count as huge (the fast versions give NaN for t
   a select, rounded once: at most 0.5007 ulp; float64 erf is libm's. log1p (both dtypes):
   fdlibm's scheme without branches (the exponent from the bits of 1 + x, its rounding
   error as a correction, log m = 2 atanh(s) by its Taylor series), float32 through float64:
-  at most 0.5 ulp (float32), 0.84 (float64, libm's 0.84). 1M elements, one thread: float32
-  erf 2.4 ns an element (libm 14), log1p 3.0 / 2.8 ns (libm 12.9 / 10.4).
+  at most 0.5 ulp (float32), 0.84 (float64, libm's 0.84). On one thread float32 erf is
+  about six times as fast as libm's, log1p about four times.
 
 tanh is sign(x) * m / (m + 2) with m = expm1(2|x|), and expm1 is e^r - 1 evaluated as a
 polynomial in r without the cancellation of e^r then - 1 (so small x keep full accuracy).
@@ -100,7 +99,7 @@ def pick(typingctx, c, a, b):
 def maxnum(typingctx, a, b):
     """The larger of two floats of one type, as llvm.maxnum: a loop keeping a running
     maximum this way vectorises (Python's max() lowers to a compare and select LLVM does
-    not turn into a vector reduction: 83 -> 22 us for 256 lines of 1000 float32). A NaN
+    not turn into a vector reduction: about four times slower on lines of 1000). A NaN
     operand is ignored, as in C's fmax."""
     if a != b or not isinstance(a, types.Float):
         return None
@@ -217,7 +216,7 @@ def _expm1_64(y):
     kf = np.rint(y * _LOG2E)
     r = _fma(-kf, _LN2_LO, _fma(-kf, _LN2_HI, y))
     # Taylor to degree 9, Horner in fmas (half the instructions of separate multiplies
-    # and adds: 2.3 -> 2.0 ns an element on 1M)
+    # and adds)
     p = _fma(_fma(_fma(_fma(_fma(_fma(_fma(1 / 362880, r, 1 / 40320), r, 1 / 5040), r,
                                  1 / 720), r, 1 / 120), r, 1 / 24), r, 1 / 6), r, 0.5)
     q = _fma(r * r, p, r)
@@ -373,8 +372,8 @@ def _cos64(x):
 # erf for float32, in float64, from numpy Chebyshev fits to math.erf converted to powers:
 # erf(x) / x as a polynomial in z = x^2 on |x| <= 0.9 (degree 7, relative error 7e-12),
 # erf(x) itself as one in t = (|x| - 2.45) / 1.55 on 0.9 <= |x| <= 4 (degree 18, absolute
-# error 4e-11; erf(4) is 1 in float32). No exp: erfc(x) e^(x^2) with an exp took 4.2 ns an
-# element, this 2.
+# error 4e-11; erf(4) is 1 in float32). No exp: erfc(x) e^(x^2) with an exp takes twice
+# as long.
 _ERF_A = (1.1283791670888825, -0.3761263879771243, 0.11283788916731262,
           -0.026865896047801117, 0.005222628168790788, -0.0008512076697363479,
           0.00011508715500367175, -1.0492389879028104e-05)
@@ -631,7 +630,7 @@ def vsum(X, zero):
 @jit(fastmath={"reassoc", "nsz"})
 def vsqdist(X, Y):
     """sum((X - Y) ** 2) in float64, reassociated so that it vectorises (mse_loss: a
-    running float64 sum was a scalar chain, 1 ns per element)."""
+    running float64 sum is a scalar chain)."""
     s = 0.0
     for j in range(X.shape[0]):
         d = np.float64(X[j]) - np.float64(Y[j])

@@ -120,8 +120,8 @@ def _c_view(P, off, r, c):
 
 @overload(_c_view, jit_options=OVERLOAD_OPTIONS)
 def _c_view_impl(P, off, r, c):
-    # carray from the address: a reshape would call Numba's C helper (about 50 ns a view,
-    # and a small step takes 15 of them)
+    # carray from the address: a reshape would call Numba's C helper for every view, and
+    # a small step makes about 15 of them
     if P.dtype == types.float32:
         return lambda P, off, r, c: carray(ptr_f32(np.int64(P.ctypes.data) + off * 4), (r, c))
     return lambda P, off, r, c: carray(ptr_f64(np.int64(P.ctypes.data) + off * 8), (r, c))

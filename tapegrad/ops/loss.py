@@ -193,7 +193,7 @@ def _direct_bwd(C, row, dt, red, kind, s, x, y, gx, gy):
 def _huber_like_losses(kind, X, Y, s, L):
     """Huber's or smooth L1's losses into L: _pointwise's formulas in loops of their own,
     one per kind and branch-free, so they vectorise (through _pointwise, with a dispatch
-    and branches per element, 25 ns per element)."""
+    and branches per element, they stay scalar)."""
     if kind == HUBER:
         for j in range(X.shape[0]):
             d = np.float64(X[j]) - np.float64(Y[j])
@@ -235,8 +235,8 @@ def _huber_like_grads(kind, X, Y, s, G, g, GD, sign):
 def _bce_logits_losses(X, Y, L, zero):
     """Unweighted BCE with logits: _pointwise's formula in a loop of its own, in X's dtype
     (zero: 0 in it) with _vmath's exp and log1p, so a float32 loop has 8 lanes (as
-    PyTorch's float32 kernel computes in float32; through _pointwise: 76 ns per element,
-    in float64: 11.7 ms on 1M float32, PyTorch 6.2)."""
+    PyTorch's float32 kernel computes in float32; through _pointwise the loop is scalar,
+    and in float64 it takes about twice PyTorch's time)."""
     one = exp(zero)
     for j in range(X.shape[0]):
         x = X[j]
@@ -365,13 +365,13 @@ def pointwise_bwd(caddr, row):
 def _line_exps(X, N, K, D, E):
     """Per line (sample n, position d) of an N x K x D input: its max over the classes
     and the sum of exp(x - max); writes E[i] = exp(X[i] - max of i's line). E is float32
-    for float32 logits (as PyTorch computes them; 8 lanes instead of 4: 320 exps 0.9 ->
-    0.3 us), float64 otherwise. The exps are one flat loop over the block (vectorised:
-    32x10 logits in 0.3 us where a libm call per logit inside each line's sum took 1.9)."""
+    for float32 logits (as PyTorch computes them; 8 lanes instead of 4), float64
+    otherwise. The exps are one flat loop over the block (vectorised: several times
+    faster than a libm call per logit inside each line's sum)."""
     MX = np.empty(N * D)
     S = np.empty(N * D)
     for n in range(N):              # one line at a time (line by line, not a pass over
-        for d in range(D):          # the block per class: 32x10 logits 2.9 -> 1.7 us)
+        for d in range(D):          # the block per class, which is slower)
             b = n * K * D + d
             m = -np.inf
             for k in range(K):      # (max(), not a branch: random logits mispredict it)
@@ -448,8 +448,8 @@ def _ce_lines(X, tgt, ign, N, K, E, MX, S, zero):
     their sums. Every pass is a loop LLVM vectorises: each line's max (maxnum) and x - max,
     one exp over all lines at once (a line of 10 would leave most of its exps to the
     scalar remainder), each line's sum in X's dtype (zero), reassociated as PyTorch's
-    vectorised sum: 256 x 1000 float32, 490 -> 180 us, where one running max and a
-    float64 sum were scalar chains."""
+    vectorised sum (one running max and a float64 sum would be scalar chains, taking
+    well over twice as long)."""
     for n in range(N):
         if tgt[n] == ign:   # (skipped: with K = 0 every line is, as any target is out of range)
             continue
@@ -498,8 +498,8 @@ def _ce_grads(X, tgt, ign, N, K, g, red, GX, zero):
 @jit
 def _ce_fwd(C, dt, red, X, tgt, ign, N, K, zero):
     """The loss: each line's max + log(sum) - its target's logit, summed in float64; the
-    logs as log1p(s - 1) in one vectorised loop (s >= 1: exact for a float32 s; 32 x 10
-    float32: 890 -> ~500 ns with the scratch arrays one allocation)."""
+    logs as log1p(s - 1) in one vectorised loop (s >= 1: exact for a float32 s); the
+    scratch arrays are one allocation, which matters for small inputs."""
     E, MX, S = _ce_scratch(X, N, K)
     count = _ce_lines(X, tgt, ign, N, K, E, MX, S, zero)
     LG = np.empty(N + 1, np.float64)

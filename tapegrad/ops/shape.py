@@ -419,7 +419,7 @@ def to_copy_bwd(caddr, row):
 # ---------------------------------------------------------------- flip
 # One copy with the dims of the mask (int attribute 0) reversed, read through negative
 # strides from the far end of each (PyTorch's FlipBackward0; its backward flips the
-# gradient back). It was an index_select per dim: 10x PyTorch's time on (256, 1000).
+# gradient back). An index_select per dim would take ten times PyTorch's time.
 @jit
 def _flip_layout(shape, strides, off, mask):
     """strides and the start offset of the layout reading dims in mask backwards."""
