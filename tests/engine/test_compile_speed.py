@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import numba
 from numba import njit, types
 from numba.core import errors
 from numba.core.compiler import Flags
@@ -158,9 +159,14 @@ def test_the_shortcuts_are_in_place_only_inside_tapegrads_compiles(setting):
     ours = "tapegrad._engine.compile_speed"
     if setting == "0":
         assert inside == after_import
-    else:
-        assert inside[:2] == [ours, ours] and inside[3:5] == [ours, ours]
-        assert inside[2] in (ours, "-") and ours in inside[6]
+        return
+    # each shortcut checks for the Numba internals it needs (numba 0.68's names) and stays
+    # out where they differ: inside, what is not Numba's own is tapegrad's
+    swapped = [i for i in (0, 1, 2, 3, 4) if inside[i] != after_import[i]]
+    assert all(inside[i] == ours for i in swapped)
+    if numba.__version__.startswith("0.68."):        # the version they were written for
+        assert swapped == [0, 1, 2, 3, 4] if after_import[2] != "-" else [0, 1, 3, 4]
+        assert ours in inside[6]
 
 
 _USER_PROGRAM = """
