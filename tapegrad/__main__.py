@@ -137,7 +137,7 @@ def _start_helper():
         return None
     # (Numba's error highlighting formats the messages of the overloads typing tries and
     # rejects: a small share of compiling, and the helper's output is discarded)
-    env = dict(os.environ, TAPEGRAD_KERNELS_ONLY="1", NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING="1")
+    env = dict(os.environ, NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING="1")
     return subprocess.Popen([sys.executable, "-m", "tapegrad", "warmup", "--tasks",
                              ",".join(_HELPER_TASKS)], env=env, stdout=subprocess.DEVNULL)
 
@@ -263,9 +263,9 @@ def warmup(ops=None, dtypes=("float32", "float64"), optim=("sgd", "adam", "adamw
                                                          "rmsprop", "adagrad"), replay=True,
            tasks=()):
     """Compile (or load) kernels into the cache: the given ops (default all) in the given
-    dtypes, the optimizers' updates, the compiled replay's executor and, unless
-    TAPEGRAD_KERNELS_ONLY is set (a helper process that leaves the engine to its parent),
-    the engine core. With tasks (see _compile_task), only those, in that order."""
+    dtypes, the optimizers' updates, the compiled replay's executor and the engine core.
+    With tasks (see _compile_task), only those, in that order (the demo's helper process
+    takes the op kernels and leaves the engine core to its parent)."""
     import tapegrad as tg
     from tapegrad.ops.registry import OPS, BY_NAME
     from tapegrad._engine.cache import kernel_cache
@@ -275,9 +275,8 @@ def warmup(ops=None, dtypes=("float32", "float64"), optim=("sgd", "adam", "adamw
             _compile_task(task)
         print(f"{len(tasks)} tasks ready in {time.perf_counter() - t0:.1f} s")
         return 0
-    if not os.environ.get("TAPEGRAD_KERNELS_ONLY"):
-        from tapegrad._engine.state import engine
-        engine().compile_core()
+    from tapegrad._engine.state import engine
+    engine().compile_core()
     chosen = OPS if ops is None else [BY_NAME[name] for name in ops]
     slots = sorted({("float32", "float64").index(d) for d in dtypes})
     for op in chosen:

@@ -15,9 +15,9 @@ import zipfile
 
 import numpy as np
 
-from . import _dtype as D
+from ._front import dtype as D
 from ._engine import sizes
-from .tensor import Tensor, _numpy_view
+from ._front.tensor import Tensor, _numpy_view
 
 FORMAT = "tapegrad-checkpoint"
 VERSION = 1
@@ -90,7 +90,7 @@ def _bad(path, why):
 
 
 def _decode(node, arrays, path):
-    from ._creation import _from_array
+    from ._front.creation import _from_array
     from .nn.parameter import Parameter
     try:
         kind = node["t"]

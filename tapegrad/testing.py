@@ -1,12 +1,12 @@
 """gradcheck: compare tapegrad's gradients with central finite differences (float64)."""
 import numpy as np
 
-from .tensor import Tensor
+from ._front.tensor import Tensor
 
 
 def numerical_grad(fn, inputs, eps=1e-6):
     """d(sum(fn(*inputs) * v))/d(inputs) by central differences, v fixed random weights."""
-    from ._creation import tensor
+    from ._front.creation import tensor
     from .autograd import no_grad
     rng = np.random.default_rng(1234)
     with no_grad():

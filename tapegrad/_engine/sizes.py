@@ -20,6 +20,8 @@ Pure Python (no compiled code): editing it recompiles nothing.
 # tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import os
 
+from . import layout as L
+
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
 _U64 = 1 << 64
@@ -53,10 +55,9 @@ def alloc_limit():
     return _LIMIT[0]
 
 
-def set_alloc_limit(nbytes=None):
-    """Set the largest allocation tapegrad tries (None: the machine's memory and swap);
-    larger ones raise MemoryError without touching memory. Returns the previous limit.
-    Both Python's checks and the engine's allocator use it."""
+def set_limit(nbytes=None):
+    """Set the limit alloc_limit() reads (None: the machine's memory and swap); returns
+    the previous one. state.set_alloc_limit also gives it to the engine's allocator."""
     old = _LIMIT[0]
     machine = nbytes is None
     if machine:
@@ -65,9 +66,6 @@ def set_alloc_limit(nbytes=None):
         raise ValueError(f"set_alloc_limit: expected a byte count in [0, 2**63), got {nbytes!r}")
     _LIMIT[0] = nbytes
     _MACHINE[0] = machine
-    from . import layout as L
-    from .state import engine
-    engine().ctx[L.C_MAX_BYTES] = nbytes
     return old
 
 
@@ -159,7 +157,6 @@ def engine_error(code, err, asked):
     """The exception for an engine status about sizes: E_OVERFLOW (err = ndim, shape at
     1..8, item size at 9, 0 for a view) or E_NOMEM (asked: the bytes refused, -1 when the
     count overflowed)."""
-    from . import layout as L
     if code == L.E_NOMEM:
         if asked < 0:
             return RuntimeError("Storage size calculation overflowed")

@@ -111,10 +111,10 @@ class Engine:
         self._kernels = {}
         # op_entry and sweep (most of a cold start) compile on first use, not at import,
         # so a program can start other work (the demo compiles op kernels in a second
-        # process meanwhile); the front rebinds its fast-path names through on_ready
+        # process meanwhile); the front calls them as E.op and E.sweep, so it reaches the
+        # compiled entries once they exist
         self.op = self._first_op
         self.sweep = self._first_sweep
-        self.on_ready = []
         self.entries = {}
         c[L.C_PAR_MIN] = PAR_MIN
         self.set_num_threads(_default_threads())
@@ -139,8 +139,6 @@ class Engine:
                 # collection inside Numba's code generation, which must not load code)
                 self.entry(core.drain_queue)
             self.op, self.sweep = op, sweep
-            for fn in self.on_ready:
-                fn()
 
     def _first_op(self, *args):
         self.compile_core()
@@ -422,6 +420,15 @@ def tune_malloc():
 MALLOC_TUNED = tune_malloc()
 
 
+def set_alloc_limit(nbytes=None):
+    """Set the largest allocation tapegrad tries (None: the machine's memory and swap);
+    larger ones raise MemoryError without touching memory. Returns the previous limit.
+    Both Python's checks and the engine's allocator use it."""
+    old = sizes.set_limit(nbytes)
+    engine().ctx[L.C_MAX_BYTES] = sizes.alloc_limit()
+    return old
+
+
 def set_num_threads(n):
     """How many threads large elementwise ops may use (PyTorch's torch.set_num_threads).
     Results do not depend on it."""
@@ -438,6 +445,16 @@ def get_num_threads():
 ENGINE = None
 GRAD_MODE = [1]     # bit 0: grad mode enabled (read on every op, so a list, not a lookup)
 RECORDING = [None]  # the tapegrad.compile recording in progress (Python-side events go there)
+
+
+def note_break(reason):
+    """Called by the front where Python would need a tensor's value (or does something a
+    replay cannot repeat) while a step is being recorded."""
+    rec = RECORDING[0]
+    if rec is not None:
+        rec.graph_break(reason)
+
+
 _NATIVE = {}
 
 

@@ -5,8 +5,15 @@ from .._engine import layout as L
 from .._engine.state import engine as _engine
 from ..ops.registry import OPS
 from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
-from .graph import Node, AccumulateGrad
-from .function import Function, FunctionCtx, drive as _drive, _LEAF_HOOKS, _apply_hooks
+from .._front.nodes import Node, AccumulateGrad
+from .function import (Function, FunctionCtx, drive as _drive, register_hook as _register_hook,
+                       _LEAF_HOOKS, _apply_hooks)
+from .._engine import sizes as _sizes
+from .._front import methods as _methods
+from .._front.creation import zeros_like as _zeros_like
+from .._front.dtype import BY_CODE as _BY_CODE
+from .._front.tensor import Tensor as _Tensor, _wrap, _check_not_stale
+from .._engine.state import note_break as _note_break
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode",
            "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad", "Function",
@@ -18,10 +25,9 @@ def _as_list(x):
 
 
 def _describe(t):
-    from .._dtype import BY_CODE
     m = _engine().meta[t]
     shape = m[L.M_SHAPE:L.M_SHAPE + m[L.M_NDIM]].tolist()
-    desc = f"[tapegrad.{BY_CODE[m[L.M_DTYPE]].tensor_type} {shape}]"
+    desc = f"[tapegrad.{_BY_CODE[m[L.M_DTYPE]].tensor_type} {shape}]"
     if m[L.M_SRCOP] >= 0:
         name = OPS[int(m[L.M_SRCOP])].grad_fn
         base = name[:-len("Backward0")] if name.endswith("Backward0") else name
@@ -48,8 +54,7 @@ def _sweep_error(code, err):
             f"{expected} instead. Hint: the tensor was saved for {consumer}; make the in-place "
             "change on a clone, or call the op before the change.")
     if code in (L.E_NOMEM, L.E_OVERFLOW):        # a gradient buffer could not be made
-        from .._engine import sizes
-        return sizes.engine_error(code, err, int(E.ctx[L.C_NOMEM_BYTES]))
+        return _sizes.engine_error(code, err, int(E.ctx[L.C_NOMEM_BYTES]))
     return RuntimeError(f"backward failed with engine status {code}")
 
 
@@ -76,29 +81,27 @@ def _run_sweep(roots, seeds, captures, mode, retain):
 def _gradients(grads, n):
     """grad_tensors / grad_outputs as PyTorch reads them: None, a tensor, or an iterable
     (a number is Python's TypeError for iterating it, as in PyTorch)."""
-    from ..tensor import Tensor
     if grads is None:
         return [None] * n
-    if isinstance(grads, Tensor):
+    if isinstance(grads, _Tensor):
         return [grads]
     return list(grads)
 
 
 def _roots_and_seeds(tensors, grad_tensors, what):
-    from ..tensor import Tensor, _check_not_stale
     roots, seeds, keep = [], [], []
     grad_tensors = _gradients(grad_tensors, len(tensors))
     if len(grad_tensors) != len(tensors):
         raise RuntimeError(f"got {len(grad_tensors)} tensors and {len(tensors)} gradients")
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, _Tensor):
             raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
         _check_not_stale(t._i)
         if not _engine().meta[t._i, L.M_FLAGS] & L.FL_REQ:   # (no edge: not t.requires_grad,
             # which also holds for a view whose gradient would go nowhere; PyTorch refuses it)
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
-        if g is not None and not isinstance(g, Tensor):
+        if g is not None and not isinstance(g, _Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")
         if g is None:
@@ -143,8 +146,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of outputs with respect to inputs, without touching any .grad;
     only_inputs is PyTorch's deprecated, ignored flag."""
-    from ..tensor import Tensor, _wrap, _check_not_stale
-    from .._creation import zeros_like
     if create_graph:
         raise NotImplementedError("create_graph=True (higher-order gradients) is not "
                                   "supported by tapegrad yet")
@@ -155,12 +156,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         _warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
                        "True). To accumulate gradient for other parts of the graph, please "
                        "use tapegrad.autograd.backward.", FutureWarning, stacklevel=2)
-    from ..replay.recorder import note_break
-    note_break("autograd.grad (its results are new tensors for Python)")
+    _note_break("autograd.grad (its results are new tensors for Python)")
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
     for t in inputs:
-        if not isinstance(t, Tensor):
+        if not isinstance(t, _Tensor):
             raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -189,7 +189,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         g = by_id[t._i]
         if g is None:
             if materialize_grads:
-                g = zeros_like(t)
+                g = _zeros_like(t)
             elif not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {k} appears to not "
                                    "have been used in the graph. Set allow_unused=True if this "
@@ -197,3 +197,39 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result.append(g)
     del keep
     return tuple(result)
+
+
+E = _engine()
+_MW, _M_NUMEL, _M_FLAGS, _FL_REQ = L.MW, L.M_NUMEL, L.M_FLAGS, L.FL_REQ
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Compute the gradients of this tensor with respect to the graph leaves and add
+    them to their .grad, as tapegrad.autograd.backward."""
+    if gradient is None and inputs is None and not create_graph:
+        # the common case, a scalar loss: straight into the compiled sweep; anything
+        # that needs attention (a kernel to load, a table to grow, an error) takes the
+        # general path, which starts over (a failed sweep changes nothing)
+        i = self._i
+        mv = E.meta_mv
+        if mv[i * _MW + _M_NUMEL] == 1 and mv[i * _MW + _M_FLAGS] & _FL_REQ:
+            with E.lock:
+                ia = E.iargs_mv
+                ia[0] = i
+                ia[1] = -1
+                r = E.sweep(E.caddr, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
+                if r >= 0 and not _LEAF_HOOKS:
+                    return
+                if r >= 0 or r == L.E_CALLBACK or r in (L.E_NOMEM, L.E_OVERFLOW):
+                    # (an allocation refused mid-sweep: starting over would find the
+                    # rows already run, and report a second backward)
+                    if r >= 0 or r == L.E_CALLBACK:
+                        r = _drive(r, bool(retain_graph))
+                    if r >= 0:
+                        return
+                    raise _sweep_error(r, E.err.copy())
+    backward([self], gradient, retain_graph, create_graph, inputs=inputs)
+
+
+_tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
+_methods.methods(backward=_tensor_backward, register_hook=_register_hook)

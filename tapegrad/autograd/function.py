@@ -13,11 +13,14 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.state import engine, GRAD_MODE
 from .grad_mode import no_grad
-from ..replay.recorder import note_break
+from .._engine.state import note_break
 
-_FUNCTION_ROWS = {}     # row -> _Record
-_ROW_HOOKS = {}         # row -> {output index: [hook, ...]}
-_LEAF_HOOKS = {}        # leaf id -> [hook, ...]
+from .._front import dtype as D
+from .._front.creation import zeros
+from .._front.nodes import FUNCTION_ROWS as _FUNCTION_ROWS, ROW_HOOKS as _ROW_HOOKS
+from .._front.tensor import (Tensor, run, _wrap, _wrap_leaf, _check_not_stale, _numpy_view,
+                             LEAF_HOOKS as _LEAF_HOOKS)
+from ..ops.registry import BY_NAME
 _PRUNE_AT = [64]        # prune the registries when they grow past this
 
 
@@ -35,7 +38,6 @@ def prune():
     """Drop the entries of rows and tensors that died (the engine frees them in compiled
     code, so Python notices here, amortised): their ctx, saved tensors and hooks go."""
     E = engine()
-    from ..ops.registry import BY_NAME
     py = BY_NAME["py_function"].opcode
     for r in list(_FUNCTION_ROWS):
         if not E.tape[r, L.R_STATE] & L.RS_LIVE or E.tape[r, L.R_OP] != py:
@@ -70,7 +72,6 @@ class FunctionCtx:
     def save_for_backward(self, *tensors):
         """Keep tensors for backward (read them as ctx.saved_tensors); in-place changes to
         them are detected."""
-        from ..tensor import Tensor
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError("save_for_backward can only save variables, but argument "
@@ -136,7 +137,6 @@ class Function:
     @classmethod
     def apply(cls, *args):
         """Run forward and record the call so that backward runs in the backward pass."""
-        from ..tensor import Tensor
         note_break(f"autograd.Function {cls.__name__} (its forward and backward are Python)")
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
@@ -165,8 +165,6 @@ class Function:
             raise NotImplementedError(
                 f"{cls.__name__}: at most {L.MAXIN} tensor inputs that require grad are "
                 "supported per Function")
-        from ..tensor import run
-        from ..ops.registry import BY_NAME
         _maybe_prune()
         ids = [a._i for _, a in slots] + [-1] * (L.MAXIN - len(slots))
         first = run(BY_NAME["py_function"], ids[0], ids[1], c=ids[2],
@@ -187,22 +185,7 @@ class Function:
         return outs[0] if single else tuple(outs)
 
 
-def function_name(row):
-    rec = _FUNCTION_ROWS.get(row)
-    return (rec.cls.__name__ + "Backward") if rec else "FunctionBackward"
-
-
-def function_next(row, edge):
-    """next_functions of a Function row: one entry per tensor argument of forward, (None, 0)
-    for those that do not require grad, as PyTorch lists them. edge(k): row input k's."""
-    rec = _FUNCTION_ROWS.get(row)
-    if rec is None:
-        return None
-    return tuple(edge(k) if k >= 0 else (None, 0) for _, k in rec.args)
-
-
 def _grad_tensor(row, k):
-    from ..tensor import _wrap
     E = engine()
     g = E.entry(core.grad_of_row)(E.caddr, row, k)
     if g < 0:
@@ -236,9 +219,6 @@ def _sum_to(g, shape):
 
 
 def _run_function(row, retain):
-    from ..tensor import Tensor
-    from .. import _dtype as D
-    from .._creation import zeros
     rec = _FUNCTION_ROWS.get(row)
     if rec is None or rec.ctx._freed:
         raise RuntimeError(
@@ -309,14 +289,13 @@ class RemovableHandle:
 
 
 def register_hook(t, hook):
+    """Call hook(grad) when this tensor's gradient is computed; a returned tensor
+    replaces the gradient. Returns a handle with remove()."""
     note_break("register_hook (hooks are Python)")
-    """Tensor.register_hook: hook(grad) runs when t's gradient is computed, and may return
-    a replacement."""
     if not t.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if not callable(hook):
         raise TypeError(f"hook must be callable, got {type(hook).__name__}")
-    from ..tensor import _check_not_stale
     _check_not_stale(t._i)
     E = engine()
     _maybe_prune()
@@ -370,7 +349,6 @@ def _apply_hooks(hooks, g):
 def _run_row_hooks(row):
     """Hooks get a copy of the row's gradient (they may keep it); the final result is
     written back into the row's buffer."""
-    from ..tensor import _numpy_view
     for k, hooks in list(_ROW_HOOKS.get(row, {}).items()):
         if not hooks:
             continue
@@ -385,7 +363,6 @@ def _run_row_hooks(row):
 def finish_leaf_hooks():
     """After a backward: hand each hooked leaf's gathered gradient to its hooks, then
     accumulate the result into .grad."""
-    from ..tensor import _wrap, _wrap_leaf
     E = engine()
     take = E.entry(core.take_leaf_hook_grad)
     pending = []                    # take every gathered gradient first: an exception in
@@ -443,10 +420,3 @@ def drive(r, retain):
     return r
 
 
-def move_leaf_hooks(old, new):
-    """Tensor.data = ...: the tensor's id changes; its hooks follow it."""
-    hooks = _LEAF_HOOKS.pop(old, None)
-    if hooks:
-        E = engine()
-        _LEAF_HOOKS[new] = hooks
-        E.meta[new, L.M_FLAGS] |= L.FL_HOOK

@@ -10,17 +10,17 @@ import warnings
 
 import numpy as np
 
-from .. import _dtype as D
+from .._front import dtype as D
 from .._engine import layout as L
-from .. import _math
-from .._math import (leaky_relu, gelu, softplus, hardtanh, relu6,  # noqa: F401
-                     logsigmoid, softsign, _unary_param)
+from .._front import math_ops as _math
+from .._front.math_ops import (leaky_relu, gelu, softplus, hardtanh, relu6, logsigmoid, softsign,
+                               _unary_param)
 # (private names: tapegrad.nn.functional exports PyTorch's functions only)
-from .._promotion import (result_type as _result_type, to as _to, from_array as _from_array,
-                          _type_name)
-from ..tensor import Tensor, run as _run, _wrap, _numpy_view, _FV
+from .._front.promotion import (result_type as _result_type, to as _to, from_array as _from_array,
+                                _type_name)
+from .._front.tensor import Tensor, run as _run, _wrap, _numpy_view, _FV
 from ..ops.registry import BY_NAME
-from ..tensor import E as _E
+from .._front.tensor import E as _E
 from .._engine.state import GRAD_MODE
 from ..ops.loss import MSE, HUBER, SMOOTH_L1, BCE, BCE_LOGITS, BCE_LOGITS_POS, BCE_LOGITS_BOTH
 
@@ -102,7 +102,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / |x1| * x2 / |x2|) along dim, as PyTorch computes it: each norm is clamped
     to eps without autograd seeing the clamp (the gradient flows as if unclamped)."""
     from ..autograd import no_grad
-    from .._promotion import _broadcast_check
+    from .._front.promotion import _broadcast_check
     _check(x1, "x1", "cosine_similarity")
     _check(x2, "x2", "cosine_similarity")
     rt = _result_type(x1, x2)
@@ -272,7 +272,7 @@ def _pair(input, target, fn, strict=False):
                       f"size ({_size(input)}). This will likely lead to incorrect results due "
                       "to broadcasting. Please ensure they have the same size.", UserWarning,
                       stacklevel=3)
-        from .._promotion import _broadcast_check
+        from .._front.promotion import _broadcast_check
         _broadcast_check(input, target)
         shape = np.broadcast_shapes(tuple(input.shape), tuple(target.shape))
         input, target = input.expand(shape), target.expand(shape)
@@ -297,7 +297,7 @@ def _pointwise(opname, kind, input, target, red, s=0.0, weight=None, strict=Fals
 
 def _broadcast_weight(weight, x, opname, what):
     """weight (no gradient) in x's dtype and shape, with PyTorch's messages."""
-    from .._promotion import _broadcast_check
+    from .._front.promotion import _broadcast_check
     _check(weight, what, opname)
     weight = _to(weight, x.dtype).detach()
     try:
@@ -390,7 +390,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     pw = _broadcast_weight(pos_weight, input, name, "pos_weight")
     if weight is None:
         return _pointwise(name, BCE_LOGITS_POS, input, target, red, weight=pw)
-    from .._indexing import stack
+    from .._front.indexing import stack
     both = stack([_broadcast_weight(weight, input, name, "weight"), pw]).contiguous()
     x, y = _pair(input, target, name)
     return _wrap(_run(BY_NAME[name], x._i, y._i, c=both._i, iargs=(red, BCE_LOGITS_BOTH)))
@@ -576,7 +576,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 def _dropout_mask(shape, dtype, p, scale):
-    from .._creation import _GEN, empty
+    from .._front.creation import _GEN, empty
     from .._engine import layout as L, random as R
     from .._engine.state import engine, native_entry, RECORDING
     if not dtype.is_floating_point:
@@ -745,7 +745,7 @@ def celu(input, alpha=1.0, inplace=False):
 
 def glu(input, dim=-1):
     """a * sigmoid(b), a and b the two halves of input along dim."""
-    from ..tensor import _dim
+    from .._front.tensor import _dim
     _check(input, "input", "glu")
     if input.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
@@ -773,15 +773,15 @@ def threshold(input, threshold, value, inplace=False):
 
 def _where_scalar(cond, value, x):
     """value where cond, else x (in x's dtype): one where row."""
-    from .._indexing import where
+    from .._front.indexing import where
     return where(cond, _scalar(value, x.dtype), x)
 
 
 def _scalar(value, dtype):
     """A 0-d tensor holding a Python value; a compiled replay keeps it as a constant
     (where() would make it anew each call, which a replay cannot repeat)."""
-    from .._indexing import _constant
-    from .._creation import tensor
+    from .._front.indexing import _constant
+    from .._front.creation import tensor
     return _constant(lambda: tensor(value, dtype=dtype))
 
 
@@ -957,7 +957,7 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)); the loss has input's shape and dtype (target
     broadcasts to it), as PyTorch's out= kernel."""
-    from .._promotion import _broadcast_check
+    from .._front.promotion import _broadcast_check
     red = _reduction(reduction, size_average, reduce)
     _check(input, "input", "soft_margin_loss")
     _check(target, "target", "soft_margin_loss")

@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 
-from .. import _creation
+from .._front import creation as _creation
 from ..autograd import no_grad as _no_grad
-from ..tensor import Tensor as _Tensor, _numpy_view
+from .._front.tensor import Tensor as _Tensor, _numpy_view
 
 
 def _fill(tensor, values):
@@ -14,7 +14,7 @@ def _fill(tensor, values):
         raise TypeError(f"expected a Tensor, got {type(tensor).__name__}")
     with _no_grad():
         _numpy_view(tensor)[...] = values
-        from .._promotion import bump_version
+        from .._front.promotion import bump_version
         bump_version(tensor)
     return tensor
 

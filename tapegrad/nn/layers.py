@@ -5,12 +5,12 @@ import math
 import operator
 import warnings
 
-from .. import _creation
-from .. import _dtype as D
+from .._front import creation as _creation
+from .._front import dtype as D
 from ..autograd import no_grad
 from . import functional as F
 from . import init
-from ..tensor import Tensor
+from .._front.tensor import Tensor
 from .module import Module
 from .parameter import Parameter
 
@@ -18,7 +18,7 @@ from .parameter import Parameter
 def _factory(device, dtype, fn):
     """A layer's dtype (float32 unless given; float, int or bool taken for a dtype, as in
     PyTorch), after checking device (tapegrad runs on the CPU)."""
-    from .._promotion import as_dtype
+    from .._front.promotion import as_dtype
     _creation.check_device(device, fn)
     return D.float32 if dtype is None else as_dtype(dtype, fn)
 
@@ -767,7 +767,7 @@ class Embedding(Module):
         init.normal_(self.weight)
         if padding_idx is not None:
             with no_grad():
-                from ..tensor import _numpy_view
+                from .._front.tensor import _numpy_view
                 _numpy_view(self.weight)[padding_idx] = 0
 
     def forward(self, input):
@@ -974,7 +974,7 @@ class _RNNCellBase(Module):
         if not batched:
             input = input.unsqueeze(0)
         if hx is None:      # (a constant to a compiled replay, as zeros are)
-            from .._indexing import _constant
+            from .._front.indexing import _constant
             shape = (input.shape[0], self.hidden_size)
             hx = [_constant(lambda: _creation.zeros(*shape, dtype=input.dtype))] * len(names)
         elif not batched:

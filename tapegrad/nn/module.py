@@ -3,7 +3,7 @@ import collections
 import collections.abc
 import itertools
 
-from ..tensor import Tensor, STRUCTURE, zero_grads
+from .._front.tensor import Tensor, STRUCTURE, zero_grads
 from .parameter import Parameter
 
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys",
@@ -281,8 +281,8 @@ class Module:
         stay the same, as in PyTorch, so optimizers keep working). *args: PyTorch's
         Module.to is overloaded on its first argument, to(device, dtype, non_blocking),
         to(dtype, non_blocking) or to(tensor, non_blocking)."""
-        from .._creation import check_device
-        from .._promotion import _to_arguments
+        from .._front.creation import check_device
+        from .._front.promotion import _to_arguments
         dtype, device, _, _ = _to_arguments(args, dtype, device, non_blocking, False, flags=1)
         check_device(device, "to")
         if dtype is None:
@@ -299,12 +299,12 @@ class Module:
 
     def float(self):
         """Cast the floating point parameters and buffers to float32; returns self."""
-        from .. import _dtype as D
+        from .._front import dtype as D
         return self.to(D.float32)
 
     def double(self):
         """Cast the floating point parameters and buffers to float64; returns self."""
-        from .. import _dtype as D
+        from .._front import dtype as D
         return self.to(D.float64)
 
     def __call__(self, *args, **kwargs):
@@ -343,7 +343,7 @@ class Module:
 def _copy_into(target, src):
     """target's values := src's, in place (a version bump, no history), as PyTorch's
     load_state_dict does under no_grad."""
-    from .._promotion import to, bump_version
-    from ..tensor import _numpy_view
+    from .._front.promotion import to, bump_version
+    from .._front.tensor import _numpy_view
     _numpy_view(target)[...] = _numpy_view(to(src, target.dtype))
     bump_version(target)

@@ -1,5 +1,5 @@
 """nn.Parameter: a leaf tensor that requires grad and that Modules register."""
-from ..tensor import Tensor, _wrap, E
+from .._front.tensor import Tensor, _wrap, E
 from .._engine import core
 
 
@@ -11,7 +11,7 @@ class Parameter(Tensor):
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
-            from .._creation import empty
+            from .._front.creation import empty
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): expected a Tensor, got {type(data).__name__}")

@@ -44,6 +44,14 @@ from tapegrad._engine.threads import part_range, operand_f32, operand_f64
 '''
 
 
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def formula_names(formula):
+    """The identifiers a formula reads."""
+    return set(_IDENT.findall(formula))
+
+
 def _nd_loop(operands, body, flat_body, unit_body, indent="    ", scalar_b=True,
              in_place=False, flags=(), cases=None):
     """Source of a loop over an nd index space: flat when every operand is contiguous
@@ -289,7 +297,6 @@ def _trig(op):
 
 
 def _source(op):
-    from .registry import _names
     binary = op.kind == "binary"
     src = [_HEADER.format(name=op.name)]
     trig, rewrite = _trig(op)
@@ -297,7 +304,7 @@ def _source(op):
     fwd = rewrite(op.forward)
 
     # ---- forward loop: O = f(a, b)
-    r, fr, ur, ops_f = _reads(_names(op.forward) | {"a"}, binary)
+    r, fr, ur, ops_f = _reads(formula_names(op.forward) | {"a"}, binary)
     ops_f["O"] = 2
     fargs = f"A, B, O, st, shape, nd, n, flat, bscal, s, s2, zero, one, two, half{big_arg}"
     if binary:          # (a unary op's operand is rarely an expanded tensor)
@@ -319,7 +326,7 @@ def _source(op):
     for k, gf in enumerate(op.grads):
         if gf is None:
             continue
-        r, fr, ur, ops = _reads(_names(gf), binary)
+        r, fr, ur, ops = _reads(formula_names(gf), binary)
         gf = rewrite(gf)
         ops_b.update(ops)
         tgt = "GA" if k == 0 else "GB"

@@ -4,7 +4,7 @@ optimizer.step() reads."""
 # tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import math
 
-from ..replay.recorder import note_break as _note_break
+from .._engine.state import note_break as _note_break
 
 
 class LRScheduler:

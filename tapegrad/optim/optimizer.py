@@ -5,11 +5,11 @@ import copy
 
 import numpy as np
 
-from .. import _creation
+from .._front import creation as _creation
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
 from .._engine.state import RECORDING, native_entry
-from ..tensor import Tensor, _CADDR, STRUCTURE, zero_grads
+from .._front.tensor import Tensor, _CADDR, STRUCTURE, zero_grads
 
 with kernel_cache():
     from . import _kernels as K

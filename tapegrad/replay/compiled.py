@@ -18,7 +18,7 @@ import numpy as np
 
 from .._engine import layout as L
 from .._engine.state import GRAD_MODE, RECORDING, engine
-from ..tensor import Tensor, STRUCTURE, _wrap, _adopt_ref, run as _run_op
+from .._front.tensor import Tensor, STRUCTURE, _wrap, _adopt_ref, run as _run_op
 from ..ops.registry import BY_NAME
 from .plan import Program, Runner, GuardMiss
 from . import _run as X

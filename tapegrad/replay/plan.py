@@ -17,7 +17,7 @@ from .._engine.lowlevel import native_address
 from .._engine import random
 from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS,
                              native_entry, EngineError)
-from .. import _creation as _CREATION
+from .._front import creation as _CREATION
 from ..ops.registry import OPS
 from .fuse import fuse as fuse_elementwise, fuse_bias
 from .recorder import (GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD,
@@ -55,7 +55,7 @@ class Program:
     """A recorded step made replayable: instructions over slots."""
 
     def __init__(self, rec, arg_ids, ret_ids, fuse=True):
-        from ..tensor import _adopt_ref
+        from .._front.tensor import _adopt_ref
         self.kinds = []             # slot -> _ARG / _EXT / _OWN
         self.ext = []               # wrappers keeping outside tensors alive (and their ids)
         self.optim = []             # (optimizer, group index, ids table, hyper array,
@@ -552,7 +552,7 @@ class Runner:
             err = E.err.copy()
             code = int(prog[pc])
             if code == X.I_OP:          # the error eager would raise for these operands
-                from ..tensor import op_error
+                from .._front.tensor import op_error
                 op = OPS[int(prog[pc + 2])]
                 a = int(self.slots[prog[pc + 3]])
                 b = int(self.slots[prog[pc + 4]]) if prog[pc + 4] >= 0 else -1

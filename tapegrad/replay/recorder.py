@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from .._engine import layout as L
-from .._engine.state import engine, RECORDING
+from .._engine.state import engine, RECORDING, note_break  # noqa: F401  (its users' name)
 
 PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD, PY_CONST = 1, 2, 3, 4, 5, 6
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -131,11 +131,3 @@ class Recorder:
     def graph_break(self, reason):
         if not self.breaks:
             self.breaks.append(GraphBreak(reason, user_frame()))
-
-
-def note_break(reason):
-    """Called by the front where Python would need a tensor's value (or does something a
-    replay cannot repeat) while a step is being recorded."""
-    rec = RECORDING[0]
-    if rec is not None:
-        rec.graph_break(reason)

@@ -381,7 +381,7 @@ def test_the_issue_examples_are_pytorchs_type_errors():
 
 
 # dtype arguments: PyTorch's outcome for each (the same result dtype, or the same
-# exception type). tapegrad.tensor/zeros/arange/... take dtype too: they are _creation.py's
+# exception type). tapegrad.tensor/zeros/arange/... take dtype too: they are creation.py's
 # (its owner makes them take float/int/bool as PyTorch does), left out here.
 _DTYPE_CALLS = [
     "x.to({d})", "x.to(dtype={d})", "x.to('cpu', {d})", "x.sum(dtype={d})",

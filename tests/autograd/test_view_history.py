@@ -429,7 +429,7 @@ def _stale_view(lib, case, of_view=False):
 @pytest.mark.parametrize("case, of_view", CASES)
 def test_a_view_made_under_no_grad_is_refused_where_a_gradient_could_flow_once_its_base_changed(
         case, of_view):
-    from tapegrad.tensor import STALE_VIEW_MSG
+    from tapegrad._front.tensor import STALE_VIEW_MSG
     assert STALE_VIEW_MSG.startswith("A view was created in no_grad mode and its base")
     u = _stale_view(tg, case, of_view)
     expect = u.tolist()
@@ -469,7 +469,7 @@ def test_a_view_made_under_no_grad_stays_usable_where_pytorch_allows_it():
 
 
 def test_an_in_place_op_in_grad_mode_on_a_view_made_under_no_grad_is_refused():
-    from tapegrad.tensor import NOGRAD_VIEW_INPLACE_MSG
+    from tapegrad._front.tensor import NOGRAD_VIEW_INPLACE_MSG
     assert NOGRAD_VIEW_INPLACE_MSG.startswith(
         "A view was created in no_grad mode and is being modified inplace with grad mode")
     x = tg.ones(2, 3, requires_grad=True)

@@ -20,7 +20,7 @@ import pytest
 from re import escape as re_escape
 
 import tapegrad as tg
-from tapegrad._engine import sizes
+from tapegrad._engine import sizes, state
 from tests.helpers import REPO_ROOT
 
 I64_MAX = 2 ** 63 - 1
@@ -231,7 +231,7 @@ def test_repeat_copies():
 def test_memory_error_under_the_limit():
     """A size that does not overflow but is more than the limit: MemoryError before any
     memory is touched, from Python's checks and from the engine's allocator alike."""
-    old = sizes.set_alloc_limit(1 << 20)
+    old = state.set_alloc_limit(1 << 20)
     try:
         stats = tg._engine.state.engine().stats()
         for call in (lambda: tg.zeros(1 << 20), lambda: tg.empty(300, 1000),
@@ -253,7 +253,7 @@ def test_memory_error_under_the_limit():
         assert tg.zeros(1 << 10).shape == (1 << 10,)
         assert tg._engine.state.engine().stats()["bytes"] <= stats["bytes"] + (1 << 20)
     finally:
-        sizes.set_alloc_limit(old)
+        state.set_alloc_limit(old)
     assert sizes.alloc_limit() == old
 
 
@@ -265,7 +265,7 @@ def test_backward_refuses_gradient_buffers_it_cannot_hold():
     with pytest.raises(RuntimeError, match="Storage size calculation overflowed"):
         y.backward()
     assert w.grad is None
-    old = sizes.set_alloc_limit(1 << 20)
+    old = state.set_alloc_limit(1 << 20)
     try:
         z = w.expand(1 << 19).sum()
         with pytest.raises(MemoryError, match="you tried to allocate 2097152 bytes"):
@@ -273,7 +273,7 @@ def test_backward_refuses_gradient_buffers_it_cannot_hold():
         with pytest.raises(MemoryError, match="you tried to allocate 2097152 bytes"):
             tg.autograd.grad(z, [w], retain_graph=True)
     finally:
-        sizes.set_alloc_limit(old)
+        state.set_alloc_limit(old)
     z.backward()            # (nothing was freed by the refused sweeps)
     assert w.grad.item() == float(1 << 19)
 
@@ -282,7 +282,7 @@ def test_engine_checks_what_python_would_not():
     """The engine's own checks, past Python's: a new tensor's shape, a view's count."""
     from tapegrad._engine import core, layout as L
     from tapegrad.ops.registry import BY_NAME
-    from tapegrad.tensor import E, run
+    from tapegrad._front.tensor import E, run
     with E.lock:
         E.iargs[:3] = [2 ** 31, 2 ** 31, 2 ** 31]
         with pytest.raises(RuntimeError, match=STORAGE + r"\[2147483648, 2147483648, 2147483648\]"):
@@ -303,7 +303,7 @@ def test_engine_checks_what_python_would_not():
 def test_set_alloc_limit_checks_its_argument():
     for bad in (-1, 2 ** 63, 1.5, True):
         with pytest.raises(ValueError):
-            sizes.set_alloc_limit(bad)
+            state.set_alloc_limit(bad)
 
 
 # ---------------------------------------------------------------- NumPy arrays
@@ -586,11 +586,11 @@ CHILD = textwrap.dedent('''
     import json, sys
     import numpy as np
     import tapegrad as tg
-    from tapegrad._engine import sizes
+    from tapegrad._engine import state
 
     limit = int(sys.argv[1])
     if limit >= 0:
-        sizes.set_alloc_limit(limit)
+        state.set_alloc_limit(limit)
     cases = json.loads(sys.stdin.read())
 
     def ones_view(shape, dt):
@@ -598,14 +598,14 @@ CHILD = textwrap.dedent('''
 
     def engine_new(shape, dt):
         from tapegrad._engine import core
-        from tapegrad.tensor import E, _wrap
+        from tapegrad._front.tensor import E, _wrap
         with E.lock:
             E.iargs[:len(shape)] = shape
             return _wrap(E.call(core.new_tensor, 0, len(shape), True))
 
     def engine_expand(shape, dt):
         from tapegrad.ops.registry import BY_NAME
-        from tapegrad.tensor import run, _wrap
+        from tapegrad._front.tensor import run, _wrap
         x = tg.zeros([1] * len(shape))
         return _wrap(run(BY_NAME["expand"], x._i, iargs=[len(shape)] + list(shape)))
 
@@ -714,9 +714,9 @@ def test_huge_allocations_fail_before_touching_memory():
     code = textwrap.dedent('''
         import resource, sys
         import tapegrad as tg
-        from tapegrad._engine import sizes
+        from tapegrad._engine import state
         if sys.argv[1] == "none":
-            sizes.set_alloc_limit(2 ** 63 - 1)
+            state.set_alloc_limit(2 ** 63 - 1)
         for name, call in [("zeros", lambda: tg.zeros(1 << 45)),
                            ("empty", lambda: tg.empty(1 << 45)),
                            ("ones", lambda: tg.ones(1 << 45)),

@@ -1,7 +1,9 @@
 """tapegrad dtypes: float32 (the default, as in PyTorch), float64, int64, bool."""
+import builtins
+
 import numpy as np
 
-from ._engine import layout as L
+from .._engine import layout as L
 
 
 class dtype:
@@ -47,3 +49,29 @@ def from_numpy_dtype(npd):
         raise TypeError(f"can't convert np.ndarray of type numpy.{np.dtype(npd).name}. "
                         "The only supported types are: float64, float32, int64, and bool.")
     return d
+
+
+def type_name(dt):
+    """PyTorch's scalar type name in messages: Float, Double, Long, Bool."""
+    return dt.tensor_type[:-len("Tensor")]
+
+
+_PYTHON_DTYPES = {builtins.float: float64, builtins.int: int64, builtins.bool: bool_}
+
+
+def is_dtype(arg):
+    """Whether arg stands for a dtype: a tapegrad dtype, or one of the Python types
+    PyTorch takes for one (float, int, bool)."""
+    return isinstance(arg, dtype) or (isinstance(arg, type) and arg in _PYTHON_DTYPES)
+
+
+def as_dtype(arg, fn, name="dtype"):
+    """A dtype argument as a tapegrad dtype: a dtype, or, as PyTorch takes them, the Python
+    types float (float64), int (int64) and bool; anything else (a string, a NumPy dtype,
+    a tensor, None where a dtype is required) is PyTorch's TypeError."""
+    if isinstance(arg, dtype):
+        return arg
+    if isinstance(arg, type) and arg in _PYTHON_DTYPES:
+        return _PYTHON_DTYPES[arg]
+    raise TypeError(f"{fn}(): argument '{name}' must be tapegrad.dtype, not "
+                    f"{type(arg).__name__}")

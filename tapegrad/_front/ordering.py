@@ -8,9 +8,11 @@ import collections
 
 import numpy as np
 
-from .tensor import Tensor, _numpy_view, _dim, _wrap, run
-from .ops.registry import BY_NAME
-from ._math import _check
+from . import methods
+from .tensor import _numpy_view, _dim, _wrap, run
+from ..ops.registry import BY_NAME
+from .math_ops import _check
+from .promotion import from_array
 
 _sort_ret = collections.namedtuple("sort", ["values", "indices"])
 _topk_ret = collections.namedtuple("topk", ["values", "indices"])
@@ -29,7 +31,6 @@ def _order(a, d, descending):
 
 
 def _index(arr):
-    from ._promotion import from_array
     return from_array(np.ascontiguousarray(arr, np.int64))
 
 
@@ -82,9 +83,9 @@ _TOP = []
 
 def _top_lines():
     if not _TOP:
-        from ._engine.cache import kernel_cache
+        from .._engine.cache import kernel_cache
         with kernel_cache():
-            from .ops.ordering import top_lines
+            from ..ops.ordering import top_lines
         _TOP.append(top_lines)
     return _TOP[0]
 
@@ -112,7 +113,6 @@ def _triangle(input, diagonal, fn, lower):
                         f"{type(diagonal).__name__}")
     r, c = input.shape[-2:]
     keep = (np.tril if lower else np.triu)(np.ones((r, c), bool), int(diagonal))
-    from ._promotion import from_array
     return input.masked_fill(from_array(~keep), 0)
 
 
@@ -129,7 +129,7 @@ def square(input):
     return input ** 2
 
 
-def install(g):
-    for name in ("sort", "argsort", "topk", "flip", "tril", "triu", "square"):
-        setattr(Tensor, name, globals()[name])
-        g[name] = globals()[name]
+for _name in ("sort", "argsort", "topk", "flip", "tril", "triu", "square"):
+    methods.method(_name, globals()[_name])
+    methods.function(_name, globals()[_name])
+del _name

@@ -6,26 +6,22 @@ import numbers
 
 import numpy as np
 
-from . import _dtype as D
-from ._engine import layout as L
-from ._engine import sizes as _sizes
-from ._engine.state import GRAD_MODE
-from .tensor import Tensor, E, run, _wrap, _dim, _OP, _CADDR, not_tensor
+from . import dtype as D
+from .._engine import layout as L
+from .._engine import sizes as _sizes
+from .._engine.state import GRAD_MODE
+from . import arithmetic  # noqa: F401  (registers the methods this module names as functions)
+from . import methods
+from .tensor import Tensor, E, run, _wrap, _dim, _CADDR, not_tensor, _ALL_DIMS
+from ..ops.registry import BY_NAME, OPS
+from .promotion import from_array, _type_name, as_dtype, to
+from .tensor import _numpy_view
+from . import math_ops as _math
+from .indexing import _layout, _view, view_strides, _contiguous_strides
 
-
-def _rebind():
-    global _OP
-    _OP = E.op
-
-
-E.on_ready.append(_rebind)
-from .ops.registry import BY_NAME, OPS
-
-__all__ = [  # noqa: F822  (the op spellings are installed from the op table at import)
+__all__ = [  # (the unary and binary ops' functions come from the method registry)
     "sum", "mean", "max", "min", "amax", "amin", "matmul", "mm", "dot", "mv", "reshape",
-    "transpose", "permute", "t", "unbind", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu",
-    "sqrt", "abs", "neg", "add", "sub", "mul", "div", "pow", "true_divide", "clone", "reciprocal",
-    "flatten"]
+    "transpose", "permute", "t", "unbind", "flatten"]
 
 _ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
 _BY_DIM = {name: BY_NAME[name + "_dim"] for name in ("sum", "mean")}
@@ -59,7 +55,7 @@ def _reduce(self, name, dim, keepdim, flag):
             ia[0] = -1
             ia[1] = 0
             ia[2] = flag
-            r = _OP(_CADDR, _ALL[name].opcode, i, -1, 0.0, GRAD_MODE[0])
+            r = E.op(_CADDR, _ALL[name].opcode, i, -1, 0.0, GRAD_MODE[0])
         if r >= 0:
             return _wrap(r)
     mv = E.meta_mv
@@ -77,8 +73,6 @@ def _reduce(self, name, dim, keepdim, flag):
 
 def _int_reduce(self, name, dim, keepdim):
     """sum of an int or bool tensor: int64, by NumPy (no gradient to carry)."""
-    from ._promotion import from_array, _type_name
-    from .tensor import _numpy_view
     if name != "sum":
         raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
                            f"a floating point or complex dtype. Got: "
@@ -90,8 +84,6 @@ def _int_reduce(self, name, dim, keepdim):
 
 
 def _int_extreme(input, name, ret, dim, keepdim):
-    from ._promotion import from_array
-    from .tensor import _numpy_view
     a = _numpy_view(input)
     if a.size == 0:
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
@@ -117,7 +109,7 @@ def _run_reduction(op, a, mask, keepdim, flag):
         ia[0] = mask
         ia[1] = keepdim
         ia[2] = flag
-        r = _OP(_CADDR, op.opcode, a, -1, 0.0, GRAD_MODE[0])
+        r = E.op(_CADDR, op.opcode, a, -1, 0.0, GRAD_MODE[0])
         if r < 0:
             return run(op, a, iargs=(mask, keepdim, flag))
     return r
@@ -127,7 +119,6 @@ def _as(input, dtype, fn):
     """input converted to a reduction's dtype= argument (checked as PyTorch does)."""
     if dtype is None:
         return input
-    from ._promotion import as_dtype, to
     if not isinstance(input, Tensor):
         raise not_tensor(fn, input)
     return to(input, as_dtype(dtype, fn))
@@ -136,7 +127,6 @@ def _as(input, dtype, fn):
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     t = input if dtype is None else _as(input, dtype, "sum")
     if dtype is not None and t.dtype is D.bool_:     # a sum of bools in bool: any
-        from ._promotion import to
         return to(_reduce(t, "sum", dim, keepdim, 0), D.bool_)
     return _reduce(t, "sum", dim, keepdim, 0)
 
@@ -144,22 +134,12 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     t = input if dtype is None else _as(input, dtype, "mean")
     if dtype is not None and not t.dtype.is_floating_point:
-        from ._promotion import _type_name
         raise RuntimeError(f"mean(): could not infer output dtype. Optional dtype must be "
                            f"either a floating point or complex dtype. Got: "
                            f"{_type_name(t.dtype)}")
     return _reduce(t, "mean", dim, keepdim, 1)     # (an integer input: _int_reduce refuses)
 
 
-class _AllDims:
-    """The default dim of max(), min() and prod(): no dim given, distinct from an explicit
-    dim=None, which PyTorch refuses."""
-
-    def __repr__(self):
-        return "<all dims>"
-
-
-_ALL_DIMS = _AllDims()
 
 
 def _extreme(name, ret, flag):
@@ -179,7 +159,7 @@ def _extreme(name, ret, flag):
                     ia[0] = 1 << d
                     ia[1] = 1 if keepdim else 0
                     ia[2] = flag
-                    if _OP(_CADDR, code, input._i, -1, 0.0, GRAD_MODE[0]) >= 0:
+                    if E.op(_CADDR, code, input._i, -1, 0.0, GRAD_MODE[0]) >= 0:
                         # (both read before any Python call: a lock-free op of another
                         # thread cannot run in between and overwrite them)
                         outs = E.outs_mv
@@ -188,7 +168,6 @@ def _extreme(name, ret, flag):
         if not isinstance(input, Tensor):
             raise not_tensor(name, input)
         if isinstance(dim, Tensor):             # max(a, b): elementwise
-            from . import _math
             return (_math.maximum if name == "max" else _math.minimum)(input, dim)
         if dim is _ALL_DIMS:
             if keepdim is not False:
@@ -242,8 +221,6 @@ def _amax_like(name, flag):
                     raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero "
                                      "size.")
         if not input.dtype.is_floating_point:
-            from ._promotion import from_array
-            from .tensor import _numpy_view
             a = _numpy_view(input)
             f = np.max if name == "amax" else np.min
             return from_array(np.asarray(f(a, axis=tuple(reduced), keepdims=bool(keepdim))))
@@ -263,7 +240,7 @@ def matmul(input, other):
     if mv[input._i * _MW + _MN] == 2 and mv[other._i * _MW + _MN] == 2:
         # matrices (every linear layer): the kernel checks the inner sizes and dtypes, and
         # on any failure nothing has changed and the checks below say what is wrong
-        r = _OP(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE[0] | L.OPF_SOLO)
+        r = E.op(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE[0] | L.OPF_SOLO)
         if r >= 0:
             return _wrap(r)
     na, nb = input.ndim, other.ndim
@@ -399,7 +376,6 @@ def view(self, *shape):
 
 def _strided_view(t, shape, opname):
     """A view of a strided t as shape, if its layout allows one (else None)."""
-    from ._indexing import _layout, _view, view_strides, _contiguous_strides
     old, st, off = _layout(t)
     new_st = view_strides(old, st, shape)
     if new_st is None:
@@ -620,20 +596,19 @@ for _m, _name in ((_reshape_method, "reshape"), (_permute_method, "permute")):
 del _m, _name
 
 
-def install():
-    g = globals()
-    T = Tensor
-    for name in ("sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "flatten",
-                 "transpose", "t", "expand", "expand_as", "unbind", "repeat", "amax", "amin"):
-        setattr(T, name, g[name])
-    T.reshape, T.permute = _reshape_method, _permute_method
-    T.__matmul__ = matmul
-    T.__rmatmul__ = lambda self, other: matmul(other, self)
-    T.T = property(_T)
-    T.mT = property(_mT)
-    T.swapaxes = T.transpose
-    for op in OPS:
+def _register():
+    T = {name: globals()[name] for name in (
+        "sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "flatten",
+        "transpose", "t", "expand", "expand_as", "unbind", "repeat", "amax", "amin")}
+    T.update(reshape=_reshape_method, permute=_permute_method, __matmul__=matmul,
+             __rmatmul__=lambda self, other: matmul(other, self), T=property(_T),
+             mT=property(_mT), swapaxes=T["transpose"])
+    methods.methods(**T)
+    for op in OPS:      # every plain unary op of the table: tapegrad.log1p(x), ...
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
-            g[op.name] = getattr(T, op.name)
+            methods.function(op.name, methods.METHODS[op.name])
     for name in ("add", "sub", "mul", "div", "pow", "true_divide"):
-        g[name] = getattr(T, name)
+        methods.function(name, methods.METHODS[name])
+
+
+_register()

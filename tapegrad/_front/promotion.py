@@ -10,12 +10,16 @@ import numbers
 
 import numpy as np
 
-from . import _dtype as D
-from ._engine import layout as L
-from ._engine import core
-from ._engine.state import RECORDING
+from . import dtype as D
+from . import methods
+from .dtype import type_name as _type_name, is_dtype, as_dtype
+from .._engine import layout as L
+from .._engine import core
+from .._engine.state import RECORDING
 from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim, not_tensor
-from .ops.registry import BY_NAME
+from ..ops.registry import BY_NAME
+from .creation import check_device, from_numpy
+from .tensor import _CADDR
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
 
@@ -93,27 +97,6 @@ _result_type_api.__name__ = _result_type_api.__qualname__ = "result_type"
 
 
 # ---------------------------------------------------------------- conversions
-_PYTHON_DTYPES = {float: D.float64, int: D.int64, bool: D.bool_}
-
-
-def is_dtype(arg):
-    """Whether arg stands for a dtype: a tapegrad dtype, or one of the Python types
-    PyTorch takes for one (float, int, bool)."""
-    return isinstance(arg, D.dtype) or (isinstance(arg, type) and arg in _PYTHON_DTYPES)
-
-
-def as_dtype(arg, fn, name="dtype"):
-    """A dtype argument as a tapegrad dtype: a dtype, or, as PyTorch takes them, the Python
-    types float (float64), int (int64) and bool; anything else (a string, a NumPy dtype,
-    a tensor, None where a dtype is required) is PyTorch's TypeError."""
-    if isinstance(arg, D.dtype):
-        return arg
-    if isinstance(arg, type) and arg in _PYTHON_DTYPES:
-        return _PYTHON_DTYPES[arg]
-    raise TypeError(f"{fn}(): argument '{name}' must be tapegrad.dtype, not "
-                    f"{type(arg).__name__}")
-
-
 def _dtype_of(arg):
     if is_dtype(arg):
         return as_dtype(arg, "to")
@@ -174,7 +157,6 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
         dtype, device, non_blocking, copy = _to_arguments(args, dtype, device, non_blocking,
                                                           copy)
     if device is not None:
-        from ._creation import check_device
         check_device(device, "to")
     if dtype is None or dtype is self.dtype:
         return self.clone() if copy else self
@@ -187,7 +169,6 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
 
 def from_array(arr):
     """A new tensor holding a NumPy result: the fresh array is adopted, not copied."""
-    from ._creation import from_numpy
     arr = np.asarray(arr)
     if arr.dtype not in _ADOPTABLE:
         arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)
@@ -289,11 +270,6 @@ def inplace(method, opname, a, b):
     return a
 
 
-def _type_name(dt):
-    """PyTorch's scalar type name in messages: Float, Double, Long, Bool."""
-    return dt.tensor_type[:-len("Tensor")]
-
-
 def bump_version(t):
     """An in-place write made in Python: the engine's own bump (views made under no_grad
     over the memory become stale)."""
@@ -389,10 +365,9 @@ def _fast_compare(a, other, b):
 
 
 def _compare_op(a, b, s, kind):
-    from .tensor import _OP, _CADDR
     with E.lock:
         E.iargs[0] = kind[0]
-        r = _OP(_CADDR, BY_NAME["compare"].opcode, a, b, s, 0)
+        r = E.op(_CADDR, BY_NAME["compare"].opcode, a, b, s, 0)
         if r < 0 and r in (L.E_NEED_KERNEL, L.E_GROW_META, L.E_GROW_STOR, L.E_GROW_TAPE):
             return run(BY_NAME["compare"], a, b, s, flags=0, iargs=kind)
     return r
@@ -488,29 +463,26 @@ def type_as(self, other):
     return to(self, other.dtype)
 
 
-def install(g):
-    T = Tensor
-    T.to = to
+def _register():
+    T = {"to": to, "type_as": type_as}
     for name, dt in (("float", D.float32), ("double", D.float64), ("long", D.int64),
                      ("bool", D.bool_)):
-        setattr(T, name, _caster(dt))
-    T.type_as = type_as
+        T[name] = _caster(dt)
     for name, uf in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)):
-        setattr(T, f"__{name}__", _compare(uf, name))
-        setattr(T, name, _compare(uf, name, named=True))
-        g[name] = getattr(T, name)
-    T.greater, T.less, T.greater_equal, T.less_equal = T.gt, T.lt, T.ge, T.le
-    T.not_equal = T.ne
+        T[f"__{name}__"] = _compare(uf, name)
+        T[name] = methods.function(name, _compare(uf, name, named=True))
+    T.update(greater=T["gt"], less=T["lt"], greater_equal=T["ge"], less_equal=T["le"],
+             not_equal=T["ne"])
     for name in ("and", "or", "xor"):
-        m = _bitwise(name)
-        setattr(T, f"__{name}__", m)
-        setattr(T, f"__r{name}__", m)
-        setattr(T, f"bitwise_{name}", _bitwise(name, named=True))
-        lm = g[f"logical_{name}"] = _logical(name)
-        setattr(T, f"logical_{name}", lm)
-    T.__invert__ = T.bitwise_not = _invert
-    T.logical_not = logical_not
-    T.argmax, T.argmin = argmax, argmin
-    g.update(argmax=argmax, argmin=argmin, logical_not=logical_not,
-             result_type=_result_type_api, promote_types=_promote_types_api)
+        T[f"__{name}__"] = T[f"__r{name}__"] = _bitwise(name)
+        T[f"bitwise_{name}"] = _bitwise(name, named=True)
+        T[f"logical_{name}"] = methods.function(f"logical_{name}", _logical(name))
+    T["__invert__"] = T["bitwise_not"] = _invert
+    T.update(logical_not=logical_not, argmax=argmax, argmin=argmin)
+    methods.methods(**T)
+    methods.functions(argmax=argmax, argmin=argmin, logical_not=logical_not,
+                      result_type=_result_type_api, promote_types=_promote_types_api)
+
+
+_register()

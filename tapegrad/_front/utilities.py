@@ -13,13 +13,13 @@ import warnings
 
 import numpy as np
 
-from . import _creation
-from . import _dtype as D
-from ._creation import from_numpy, tensor, _creation_grad_check, _dtype_arg, _from_array, _size
-from ._engine import sizes
-from ._functions import _dims_mask
-from ._math import _check
-from ._promotion import from_array, promote_types, _broadcast_check, _type_name
+from . import creation as _creation
+from . import dtype as D
+from .creation import from_numpy, tensor, _creation_grad_check, _dtype_arg, _from_array, _size
+from .._engine import sizes
+from .functions import _dims_mask
+from .math_ops import _check
+from .promotion import from_array, promote_types, _broadcast_check, _type_name
 from .tensor import Tensor, _numpy_view
 
 __all__ = ["equal", "allclose", "isclose", "isnan", "isinf", "isfinite", "all", "any",

@@ -11,28 +11,17 @@ import weakref
 
 import numpy as np
 
-from . import _dtype as D
-from ._engine import layout as L
-from ._engine import core
-from ._engine.state import engine, EngineError, GRAD_MODE, RECORDING
-from .autograd import graph
-from .ops import registry
-from .ops.registry import BY_NAME, OPS
-from . import _format
+from . import dtype as D
+from .._engine import layout as L
+from .._engine import core
+from .._engine.state import engine, EngineError, GRAD_MODE, RECORDING, note_break as _note_break
+
+from ..ops.registry import OPS
+from . import format as _format
+from .dtype import type_name
 
 E = engine()
 _CADDR = E.caddr
-_OP = E.op
-_SWEEP = E.sweep
-
-
-def _rebind():
-    """The engine compiled its entry points: call them directly from now on."""
-    global _OP, _SWEEP
-    _OP, _SWEEP = E.op, E.sweep
-
-
-E.on_ready.append(_rebind)
 
 
 def _entry_on_first_call(name, fn):
@@ -69,9 +58,15 @@ STRUCTURE = [0]     # bumped when what a compiled replay guards on may have chan
                     # (requires_grad, .data swaps, modules' parameters and modes)
 
 
-def _note_break(reason):
-    if RECORDING[0] is not None:
-        RECORDING[0].graph_break(reason)
+class _AllDims:
+    """The default dim of max(), min() and prod(): no dim given, distinct from an explicit
+    dim=None, which PyTorch refuses."""
+
+    def __repr__(self):
+        return "<all dims>"
+
+
+_ALL_DIMS = _AllDims()
 
 
 class Size(tuple):
@@ -205,13 +200,6 @@ class Tensor:
         return self
 
     @property
-    def grad_fn(self):
-        """The backward node that computed this tensor (None for a leaf)."""
-        _check_not_stale(self._i)
-        r = E.meta[self._i, L.M_ROW]
-        return None if r < 0 else graph.node_for_row(int(r))
-
-    @property
     def _version(self):
         return int(E.stor[E.meta[self._i, L.M_VSID], L.S_VERSION])
 
@@ -327,40 +315,10 @@ class Tensor:
         if req:
             E.meta[new, L.M_FLAGS] |= L.FL_REQ
             _LEAVES[new] = self
-        from .autograd.function import move_leaf_hooks
         move_leaf_hooks(old, new)
         E.release(old)
         if grad is not None and grad.shape == self.shape:
             self.grad = grad.to(self.dtype)
-
-    # ------------------------------------------------------------ autograd
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Compute the gradients of this tensor with respect to the graph leaves and add
-        them to their .grad, as tapegrad.autograd.backward."""
-        if gradient is None and inputs is None and not create_graph:
-            # the common case, a scalar loss: straight into the compiled sweep; anything
-            # that needs attention (a kernel to load, a table to grow, an error) takes the
-            # general path, which starts over (a failed sweep changes nothing)
-            i = self._i
-            mv = E.meta_mv
-            if mv[i * _MW + _M_NUMEL] == 1 and mv[i * _MW + _M_FLAGS] & _FL_REQ:
-                with E.lock:
-                    ia = E.iargs_mv
-                    ia[0] = i
-                    ia[1] = -1
-                    r = _SWEEP(_CADDR, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
-                    if r >= 0 and not _LEAF_HOOKS:
-                        return
-                    if r >= 0 or r == L.E_CALLBACK or r in (L.E_NOMEM, L.E_OVERFLOW):
-                        # (an allocation refused mid-sweep: starting over would find the
-                        # rows already run, and report a second backward)
-                        if r >= 0 or r == L.E_CALLBACK:
-                            r = _drive(r, bool(retain_graph))
-                        if r >= 0:
-                            return
-                        from .autograd import _sweep_error
-                        raise _sweep_error(r, E.err.copy())
-        _backward([self], gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
         """A tensor sharing this one's memory and version counter, outside the graph
@@ -371,11 +329,6 @@ class Tensor:
         t = _new(Tensor)
         t._i = r
         return t
-
-    def register_hook(self, hook):
-        """Call hook(grad) when this tensor's gradient is computed; a returned tensor
-        replaces the gradient. Returns a handle with remove()."""
-        return _register_hook(self, hook)
 
     def _has_grad(self):
         return E.meta[self._i, L.M_GRAD] >= 0
@@ -447,31 +400,9 @@ class Tensor:
         return iter(self.unbind(0))
 
     # ------------------------------------------------------------ copy and pickle
-    def __reduce_ex__(self, proto):
-        """pickle (multiprocessing, ...), as in PyTorch: the values, dtype and
-        requires_grad come back as a new leaf; a gradient does not. (tapegrad.save writes
-        checkpoints without pickle.)"""
-        return _unpickle, (type(self), np.array(_numpy_view(self), copy=True),
-                           self.requires_grad)
-
     def __copy__(self):
         """copy.copy: a new leaf over the same memory, with its own version counter."""
         return _leaf_like(self, self.data)
-
-    def __deepcopy__(self, memo):
-        """copy.deepcopy, as in PyTorch: graph leaves only, new memory with the same
-        layout (tensors copied together that share memory share the copy), requires_grad,
-        and a deep copy of .grad."""
-        if not self.is_leaf:
-            raise RuntimeError(
-                "Only Tensors created explicitly by the user (graph leaves) support the "
-                "deepcopy protocol at the moment. Copy a non-leaf with .detach().clone() "
-                "(or deep-copy the leaves it was computed from).")
-        new = _leaf_like(self, _copy_memory(self, memo))
-        memo[id(self)] = new
-        if self.grad is not None:
-            new.grad = self.grad.__deepcopy__(memo)
-        return new
 
     # ------------------------------------------------------------ conversions
     def contiguous(self):
@@ -503,11 +434,6 @@ class Tensor:
         return self.to(dtype)
 
 
-def _unpickle(cls, values, requires_grad):
-    from ._creation import from_numpy
-    return _leaf_like(cls, from_numpy(values), requires_grad)
-
-
 def _leaf_like(like, data, requires_grad=None):
     """data as a leaf of like's class (a Parameter stays one), requiring grad as like."""
     cls = like if isinstance(like, type) else type(like)
@@ -516,26 +442,6 @@ def _leaf_like(like, data, requires_grad=None):
     if cls is not Tensor:
         return cls(data, requires_grad)
     return data.requires_grad_(True) if requires_grad else data
-
-
-def _copy_memory(t, memo):
-    """A tensor like t (shape, strides, offset, dtype) over a copy of t's whole memory
-    block: tensors deep-copied together that share a block share its copy (the memo
-    keeps it)."""
-    import ctypes
-    from ._creation import _adopt
-    _note_break("copy.deepcopy of a tensor (Python copies its values)")
-    m = E.meta[t._i].tolist()
-    sid = m[L.M_SID]
-    addr, nbytes = int(E.stor[sid, L.S_ADDR]), int(E.stor[sid, L.S_NBYTES])
-    key = ("tapegrad memory", addr, nbytes)
-    block = memo.get(key)
-    if block is None:
-        block = memo[key] = np.empty(max(nbytes, 1), np.uint8)
-        ctypes.memmove(block.ctypes.data, addr, nbytes)
-    nd = m[L.M_NDIM]
-    return _adopt(block, D.BY_CODE[m[L.M_DTYPE]], m[L.M_SHAPE:L.M_SHAPE + nd],
-                  m[L.M_STRIDE:L.M_STRIDE + nd], m[L.M_OFF])
 
 
 def zero_grads(params, set_to_none):
@@ -593,7 +499,15 @@ def _wrap_leaf(i):
     return t
 
 
-graph.wrap_leaf = _wrap_leaf
+LEAF_HOOKS = {}      # leaf id -> [hook, ...] (autograd.function keeps and prunes it)
+
+
+def move_leaf_hooks(old, new):
+    """Tensor.data = ...: the tensor's id changes; its hooks follow it."""
+    hooks = LEAF_HOOKS.pop(old, None)
+    if hooks:
+        LEAF_HOOKS[new] = hooks
+        E.meta[new, L.M_FLAGS] |= L.FL_HOOK
 
 
 class _Export:
@@ -755,8 +669,7 @@ def op_error(exc, op, a, b):
         if sb is not None:
             db = D.BY_CODE[E.meta[b, L.M_DTYPE]]
             if da is not db:        # PyTorch's messages for mm, bmm, mv and dot
-                from ._promotion import _type_name
-                ca, cb = _type_name(da), _type_name(db)
+                ca, cb = type_name(da), type_name(db)
                 if name == "dot":
                     return RuntimeError(f"dot : expected both vectors to have same dtype, but "
                                         f"found {ca} and {cb}")
@@ -823,6 +736,11 @@ def _broadcast_list(sa, sb):
         return sb
 
 
+# how an in-place op refused on a view of a tensor with history is done instead, by writing
+# through the view (the indexing front registers it: it needs the whole front)
+VIEW_WRITERS = []
+
+
 def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False, c=-1, s2=None,
         fargs=None):
     """Run op through the engine (the general path, with int arguments); returns the
@@ -841,14 +759,13 @@ def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False, c=-1, s2=
             flags |= L.OPF_IN2
         if fargs is not None:
             E.iargs[_FV:_FV + len(fargs)] = fargs
-        r = _OP(_CADDR, op.opcode, a, b, s, flags)
+        r = E.op(_CADDR, op.opcode, a, b, s, flags)
         if r < 0:
             try:
                 r = E.run_op(op.opcode, a, b, s, flags)
             except EngineError as exc:
                 if exc.code == L.E_VIEW_INPLACE:
-                    from ._indexing import write_through_view
-                    st = write_through_view(op, a, b, s, asked, c, iargs, s2, fargs)
+                    st = VIEW_WRITERS[0](op, a, b, s, asked, c, iargs, s2, fargs)
                     if st == 0:
                         return a
                     if st < 0:
@@ -880,244 +797,3 @@ def not_tensor(fn, value, name="input", position=1):
     where = "" if position is None else f" (position {position})"
     return TypeError(f"{fn}(): argument '{name}'{where} must be Tensor, not "
                      f"{type_label(value)}")
-
-
-def _binary_method(op, named=False):
-    """Method for a binary op. The operator spelling (named=False) returns NotImplemented
-    for an operand it does not take, so Python tries the reflected operator; the named
-    method (x.mul(None)) raises PyTorch's TypeError instead."""
-    code = op.opcode
-    scalars = _SCALARS if op.name not in ("sub", "rsub") else (float, int)
-
-    def method(self, other):
-        try:        # (a module-level spelling, tapegrad.mul(None, x): PyTorch's TypeError)
-            a = self._i
-        except AttributeError:
-            raise not_tensor(op.name, self) from None
-        if other.__class__ is Tensor or isinstance(other, Tensor):     # (or a Parameter)
-            b = other._i
-            r = _OP(_CADDR, code, a, b, 0.0, GRAD_MODE[0] | _SOLO)
-        elif other.__class__ in scalars or (_is_scalar(other) and not (
-                scalars is not _SCALARS and isinstance(other, (bool, np.bool_)))):
-            r = _OP(_CADDR, code, a, -1, float(other), GRAD_MODE[0] | _SOLO)
-            b = -1
-        else:
-            if isinstance(other, (bool, np.bool_)):     # x - True: PyTorch refuses
-                from . import _promotion
-                return _promotion.binary(method, op.name, self, other)
-            if named:
-                raise not_tensor(op.name, other, "other")
-            return NotImplemented
-        if r < 0:
-            if _mixed(a, b):
-                from . import _promotion
-                return _promotion.binary(method, op.name, self, other)
-            r = run(op, a, b, 0.0 if b >= 0 else float(other))
-        t = _new(Tensor)
-        t._i = r
-        return t
-    method.__name__ = op.name
-    return method
-
-
-def _mixed(a, b):
-    """Whether an op on ids a and b (b < 0: a scalar) needs PyTorch's type promotion:
-    kernels take one float dtype."""
-    m = E.meta
-    dt = m[a, L.M_DTYPE]
-    return (dt != L.F32 and dt != L.F64) or (b >= 0 and m[b, L.M_DTYPE] != dt)
-
-
-def _inplace_method(op, name, out_of_place=None, named=False, nullary=False):
-    """x.op_(other), and for a unary op (given its out-of-place method, which an integer
-    tensor's promotion goes through) or a nullary one (zero_) x.op_(); the engine keeps
-    what the backward reads of the overwritten input, as for every in-place op. As for
-    _binary_method, the operator spelling (x *= y) returns NotImplemented for an operand
-    it does not take, the named method (named=True) raises PyTorch's TypeError."""
-    code = op.opcode
-    unary = out_of_place is not None or nullary
-
-    def method(self, other=None):
-        if unary:
-            if other is not None:
-                raise TypeError(f"{name}() takes no arguments (1 given)")
-            b, s = -1, 0.0
-        elif other.__class__ is Tensor or isinstance(other, Tensor):
-            b, s = other._i, 0.0
-        elif other.__class__ in _SCALARS or _is_scalar(other):
-            b, s = -1, float(other)
-        elif named:
-            raise not_tensor(name, other, "other")
-        else:
-            return NotImplemented
-        r = _OP(_CADDR, code, self._i, b, s, GRAD_MODE[0] | _INPLACE_SOLO)
-        if r < 0:
-            if _mixed(self._i, b) and (not unary or out_of_place is not None):
-                from . import _promotion
-                if other is None:
-                    return _promotion.unary_inplace(out_of_place, op.name, self)
-                return _promotion.inplace(method, op.name, self, other)
-            run(op, self._i, b, s, GRAD_MODE[0] | 2)
-        return self
-    method.__name__ = name
-    return method
-
-
-def _unary_method(op):
-    code = op.opcode
-
-    def method(self):
-        try:        # (a module-level spelling, tapegrad.exp(3): PyTorch's TypeError)
-            a = self._i
-        except AttributeError:
-            raise not_tensor(op.name, self) from None
-        r = _OP(_CADDR, code, a, -1, 0.0, GRAD_MODE[0] | _SOLO)
-        if r < 0:
-            if _mixed(a, -1):
-                from . import _promotion
-                return _promotion.unary(method, op.name, self)
-            r = run(op, a)
-        t = _new(Tensor)
-        t._i = r
-        return t
-    method.__name__ = op.name
-    return method
-
-
-def _by_operand(tensor_method, scalar_method, name):
-    """pow, fmod, remainder: the op for a tensor operand or the one for a Python scalar
-    (PyTorch names their nodes apart: PowBackward1 / PowBackward0). Named or operator
-    spelling as the two methods given are."""
-    def method(self, other):
-        if isinstance(other, Tensor):
-            return tensor_method(self, other)
-        return scalar_method(self, other)
-    method.__name__ = name
-    return method
-
-
-def _rtruediv(self, other):
-    if not _is_scalar(other):
-        return NotImplemented
-    if not self.dtype.is_floating_point:
-        self = self.to(D.float32)
-    return self.reciprocal() * other         # PyTorch's own decomposition
-
-
-def _with_alpha(method, name):
-    """add/sub (and add_/sub_) with PyTorch's alpha= keyword: self op alpha * other. The
-    operators (+, -, +=, -=) keep the plain method."""
-    def with_alpha(self, other, *, alpha=1):
-        if alpha.__class__ is int and alpha == 1 and isinstance(other, Tensor) and \
-                isinstance(self, Tensor):       # the common call: every check below passes
-            return method(self, other)
-        if not isinstance(self, Tensor) and not (_is_scalar(self) and isinstance(other, Tensor)):
-            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                            f"{type(self).__name__}")
-        if not (isinstance(other, Tensor) or _is_scalar(other)):
-            raise TypeError(f"{name}(): argument 'other' (position 2) must be Tensor, not "
-                            f"{type(other).__name__}")
-        if not _is_scalar(alpha):
-            raise TypeError(f"{name}(): argument 'alpha' must be Number, not "
-                            f"{type(alpha).__name__}")
-        if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
-            other = _scaled(self, other, alpha)
-        if not isinstance(self, Tensor):        # tapegrad.add(2, x), as torch.add allows
-            return other + self if name == "add" else other.__rsub__(self)
-        return method(self, other)
-    with_alpha.__name__ = with_alpha.__qualname__ = name
-    return with_alpha
-
-
-def _scaled(self, other, alpha):
-    """alpha * other, after PyTorch's checks of alpha against the result's dtype."""
-    from ._promotion import result_type
-    rt = result_type(self, other)
-    if isinstance(alpha, (bool, np.bool_)):
-        if rt is not D.bool_:
-            raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    elif not rt.is_floating_point and not isinstance(alpha, numbers.Integral):
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
-                           "point number.")
-    if rt is D.bool_:           # bool arithmetic is logical: alpha only switches other off
-        return other & bool(alpha)
-    return other * alpha
-
-
-def _fill_(self, value):
-    if isinstance(value, Tensor):
-        value = value.item()
-    return _FILL(self, float(value))
-
-
-def _install():
-    T = Tensor
-    add, sub, mul, div = (BY_NAME[n] for n in ("add", "sub", "mul", "div"))
-    for name, op in (("add", add), ("sub", sub), ("mul", mul), ("div", div)):
-        dunder = "truediv" if name == "div" else name
-        m, ip = _binary_method(op), _inplace_method(op, name + "_")
-        setattr(T, f"__{dunder}__", m)
-        setattr(T, f"__i{dunder}__", ip)
-        if name in ("add", "sub"):      # (alpha= checks the operand itself)
-            setattr(T, name, _with_alpha(m, name))
-            setattr(T, name + "_", _with_alpha(ip, name + "_"))
-        else:
-            setattr(T, name, _binary_method(op, named=True))
-            setattr(T, name + "_", _inplace_method(op, name + "_", named=True))
-    T.__radd__ = T.__add__
-    T.__rmul__ = T.__mul__
-    T.__rsub__ = _binary_method(BY_NAME["rsub"])
-    T.__rtruediv__ = _rtruediv
-    T.true_divide = T.div
-    T.__rpow__ = _binary_method(BY_NAME["rpow"])
-    global _FILL
-    for named in (False, True):        # (the operators, then the named methods)
-        pow_ = _by_operand(_binary_method(BY_NAME["pow_tensor"], named),
-                           _binary_method(BY_NAME["pow"], named), "pow")
-        ipow = _by_operand(_inplace_method(BY_NAME["pow_tensor"], "pow_", named=named),
-                           _inplace_method(BY_NAME["pow"], "pow_", named=named), "pow_")
-        if named:
-            T.pow, T.pow_ = pow_, ipow
-        else:
-            T.__pow__, T.__ipow__ = pow_, ipow
-    for name in ("atan2", "hypot", "logaddexp"):
-        setattr(T, name, _binary_method(BY_NAME[name], named=True))
-    T.atan2_ = _inplace_method(BY_NAME["atan2"], "atan2_", named=True)
-    T.hypot_ = _inplace_method(BY_NAME["hypot"], "hypot_", named=True)  # (no logaddexp_)
-    for name in ("fmod", "remainder"):
-        setattr(T, name, _by_operand(_binary_method(BY_NAME[name + "_tensor"], True),
-                                     _binary_method(BY_NAME[name], True), name))
-        setattr(T, name + "_", _by_operand(
-            _inplace_method(BY_NAME[name + "_tensor"], name + "_", named=True),
-            _inplace_method(BY_NAME[name], name + "_", named=True), name + "_"))
-    T.__mod__ = _by_operand(_binary_method(BY_NAME["remainder_tensor"]),
-                            _binary_method(BY_NAME["remainder"]), "remainder")
-    T.arctan2 = T.atan2
-    T.arctan2_, T.true_divide_ = T.atan2_, T.div_
-    _FILL = _inplace_method(BY_NAME["fill_"], "fill_")
-    T.fill_ = _fill_
-    T.zero_ = _inplace_method(BY_NAME["zero_"], "zero_", nullary=True)
-    for op in OPS:
-        if op.kind == "unary" and op.method and not op.name.endswith("_"):
-            setattr(T, op.name, _unary_method(op))
-            if op.name != "clone":
-                setattr(T, op.name + "_", _inplace_method(op, op.name + "_",
-                                                          getattr(T, op.name)))
-    T.__neg__ = T.neg
-    T.__abs__ = T.abs
-
-
-_FILL = None
-
-
-def _load_kernels(opcode, slot):
-    return OPS[opcode].kernels(slot)
-
-
-E.kernel_loader = _load_kernels
-E.has_row_kernels = lambda opcode: OPS[opcode].has_row_loops
-from .autograd import backward as _backward  # noqa: E402  (autograd needs the front loaded)
-from .autograd.function import (drive as _drive, register_hook as _register_hook,  # noqa: E402
-                                _LEAF_HOOKS)
-registry.fill_opinfo(E.opinfo)
-E.ctx[L.C_AS_STRIDED] = registry.BY_NAME["as_strided"].opcode

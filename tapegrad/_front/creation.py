@@ -5,13 +5,14 @@ import warnings
 
 import numpy as np
 
-from . import _dtype as D
-from ._engine import layout as L
-from ._engine import core
-from ._engine import sizes
-from ._engine.state import RECORDING
-from ._promotion import as_dtype
-from .tensor import Tensor, E, _wrap, _array_of
+from . import dtype as D
+from .dtype import as_dtype, type_name
+from . import methods
+from .._engine import layout as L
+from .._engine import core
+from .._engine import sizes
+from .._engine.state import RECORDING
+from .tensor import Tensor, E, _wrap, _array_of, _numpy_view, _leaf_like, _note_break
 
 _GEN = [np.random.Generator(np.random.PCG64(0))]
 
@@ -432,13 +433,59 @@ def _random_fill_check(self, fn, kernel, generator, unexpected):
         raise NotImplementedError(f"{fn}(): generator objects are not supported; tapegrad "
                                   "draws from its one generator (tapegrad.manual_seed)")
     if not self.dtype.is_floating_point:
-        from ._promotion import _type_name
         raise NotImplementedError(f"\"{kernel}\" not implemented for "
-                                  f"'{_type_name(self.dtype)}' ({fn} fills floating point "
+                                  f"'{type_name(self.dtype)}' ({fn} fills floating point "
                                   "tensors only)")
 
 
-def install():
-    for name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "uniform_",
-                 "normal_"):
-        setattr(Tensor, name, globals()[name])
+# ---------------------------------------------------------------- copy and pickle
+def _reduce_ex(self, proto):
+    """pickle (multiprocessing, ...), as in PyTorch: the values, dtype and
+    requires_grad come back as a new leaf; a gradient does not. (tapegrad.save writes
+    checkpoints without pickle.)"""
+    return _unpickle, (type(self), np.array(_numpy_view(self), copy=True),
+                       self.requires_grad)
+
+
+def _deepcopy(self, memo):
+    """copy.deepcopy, as in PyTorch: graph leaves only, new memory with the same
+    layout (tensors copied together that share memory share the copy), requires_grad,
+    and a deep copy of .grad."""
+    if not self.is_leaf:
+        raise RuntimeError(
+            "Only Tensors created explicitly by the user (graph leaves) support the "
+            "deepcopy protocol at the moment. Copy a non-leaf with .detach().clone() "
+            "(or deep-copy the leaves it was computed from).")
+    new = _leaf_like(self, _copy_memory(self, memo))
+    memo[id(self)] = new
+    if self.grad is not None:
+        new.grad = self.grad.__deepcopy__(memo)
+    return new
+
+
+def _unpickle(cls, values, requires_grad):
+    return _leaf_like(cls, from_numpy(values), requires_grad)
+
+
+def _copy_memory(t, memo):
+    """A tensor like t (shape, strides, offset, dtype) over a copy of t's whole memory
+    block: tensors deep-copied together that share a block share its copy (the memo
+    keeps it)."""
+    import ctypes
+    _note_break("copy.deepcopy of a tensor (Python copies its values)")
+    m = E.meta[t._i].tolist()
+    sid = m[L.M_SID]
+    addr, nbytes = int(E.stor[sid, L.S_ADDR]), int(E.stor[sid, L.S_NBYTES])
+    key = ("tapegrad memory", addr, nbytes)
+    block = memo.get(key)
+    if block is None:
+        block = memo[key] = np.empty(max(nbytes, 1), np.uint8)
+        ctypes.memmove(block.ctypes.data, addr, nbytes)
+    nd = m[L.M_NDIM]
+    return _adopt(block, D.BY_CODE[m[L.M_DTYPE]], m[L.M_SHAPE:L.M_SHAPE + nd],
+                  m[L.M_STRIDE:L.M_STRIDE + nd], m[L.M_OFF])
+
+
+methods.methods(__reduce_ex__=_reduce_ex, __deepcopy__=_deepcopy, new_zeros=new_zeros,
+                new_ones=new_ones, new_empty=new_empty, new_full=new_full,
+                new_tensor=new_tensor, uniform_=uniform_, normal_=normal_)

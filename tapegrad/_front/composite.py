@@ -17,11 +17,13 @@ import numbers
 
 import numpy as np
 
-from . import _dtype as D
+from . import dtype as D
+from . import methods
 from .tensor import Tensor, _dim, _is_scalar, _numpy_view
-from ._indexing import (where, cat, _slice, _view, _layout, _contiguous_strides, _constant,
-                        _int)
-from ._promotion import result_type, to, from_array, _type_name
+from .indexing import where, cat, _slice, _view, _layout, _contiguous_strides, _constant, _int
+from .promotion import result_type, to, from_array, _type_name
+from .creation import tensor, zeros
+from .promotion import as_dtype
 
 _aminmax_ret = collections.namedtuple("aminmax", ["min", "max"])
 
@@ -29,7 +31,6 @@ _aminmax_ret = collections.namedtuple("aminmax", ["min", "max"])
 # ---------------------------------------------------------------- helpers
 def _const(value, dtype):
     """A 0-d tensor holding a Python value: a constant to a compiled replay."""
-    from ._creation import tensor
     return _constant(lambda: tensor(value, dtype=dtype))
 
 
@@ -419,7 +420,6 @@ def diag(input, diagonal=0):
         return _diagonal(input, k, 0, 1).clone()
     if input.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
-    from ._creation import zeros
     n, dt = input.shape[0], input.dtype
     m = n + abs(k)
     row = input                 # column j of the result holds row[j] on the diagonal
@@ -637,7 +637,6 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     _check(input, "nansum")
     dims = _reduce_dims(dim, keepdim, input.ndim, "nansum")
     if dtype is not None:
-        from ._promotion import as_dtype
         dtype = as_dtype(dtype, "nansum")
     if input.dtype.is_floating_point:       # (NaN counts as 0 before any cast, as in PyTorch)
         input = where(input != input, _const(0.0, input.dtype), input)
@@ -652,7 +651,6 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
                            f"but got {_type_name(input.dtype)}")
     if dtype is not None:
-        from ._promotion import as_dtype
         dtype = as_dtype(dtype, "nanmean")
     if dtype is not None and not dtype.is_floating_point:
         raise RuntimeError("nanmean(): could not infer output dtype. Optional dtype must be "
@@ -770,15 +768,17 @@ _FUNCTIONS = ("addcmul", "addcdiv", "lerp", "nan_to_num", "logit", "xlogy", "fma
               "nanmean", "repeat_interleave", "is_complex")
 
 
-def install(g):
-    T = Tensor
+def _register():
+    special = dict(moveaxis=movedim, tile=_tile_method,     # x.tile(2, 1) and x.tile((2, 1))
+                   hsplit=_varargs_split(hsplit),           # x.hsplit(1, 3): indices
+                   vsplit=_varargs_split(vsplit), sum_to_size=sum_to_size,
+                   nelement=Tensor.numel, element_size=_element_size)
     for name in _FUNCTIONS:
-        setattr(T, name, globals()[name])
-        g[name] = globals()[name]
-    T.moveaxis = g["moveaxis"] = movedim
-    T.tile = _tile_method                       # x.tile(2, 1) as well as x.tile((2, 1))
-    T.hsplit = _varargs_split(hsplit)           # x.hsplit(1, 3): indices
-    T.vsplit = _varargs_split(vsplit)
-    T.sum_to_size = sum_to_size
-    T.nelement = T.numel
-    T.element_size = _element_size
+        if name not in special:
+            methods.method(name, globals()[name])
+        methods.function(name, globals()[name])
+    methods.methods(**special)
+    methods.function("moveaxis", movedim)
+
+
+_register()

@@ -11,13 +11,16 @@ import warnings
 
 import numpy as np
 
-from . import _dtype as D
-from ._engine import layout as L
-from ._engine import sizes
-from ._engine.state import GRAD_MODE, RECORDING
-from .tensor import (Tensor, E, run, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
+from . import dtype as D
+from . import methods
+from .._engine import layout as L
+from .._engine import sizes
+from .._engine.state import GRAD_MODE, RECORDING
+from .tensor import (Tensor, E, run, VIEW_WRITERS, _wrap, _adopt_ref, _numpy_view, _array_of, _dim,
                      _is_scalar, multi_view_output, view_of_leaf, not_tensor)
-from .ops.registry import BY_NAME
+from ..ops.registry import BY_NAME
+from .promotion import from_array, bump_version, to, _broadcast_check, result_type
+from .creation import tensor as make
 
 _FV = 16
 
@@ -571,7 +574,6 @@ def _take(t, opname, pos, index=None):
     """t's elements at the positions pos; index: the user's index or mask tensor, which
     the row saves (as PyTorch saves it) so that writing into it before the backward is
     refused."""
-    from ._promotion import from_array
     if not t.dtype.is_floating_point:
         return from_array(_numpy_view(t).reshape(-1)[pos] if t.is_contiguous()
                           else np.ascontiguousarray(_numpy_view(t)).reshape(-1)[pos])
@@ -670,7 +672,6 @@ def _masked_fill(input, mask, value, _inplace):
         if value.requires_grad and not _inplace:    # the value gets a gradient too
             return _where(mask, value.to(input.dtype), input, "masked_fill_tensor")
         value = value.item()
-    from ._promotion import from_array, bump_version
     if not input.dtype.is_floating_point:
         if _inplace:
             a = _numpy_view(input)
@@ -691,8 +692,6 @@ def _masked_fill(input, mask, value, _inplace):
 
 # ---------------------------------------------------------------- x[key] = v
 def setitem(self, key, value):
-    from ._promotion import to, bump_version
-    from ._creation import tensor as make
     if not (isinstance(value, Tensor) or _is_scalar(value)):
         raise TypeError(f"can't assign a {type(value).__name__} to a tapegrad tensor")
     key = _index_key(self, key)
@@ -744,7 +743,6 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
     """self.flat[pos] = v (or += v), v broadcastable to pos's shape and of self's dtype:
     one IndexPutBackward0 (or CopySlices) row, the gradient reaching v and self's other
     elements."""
-    from ._promotion import from_array, bump_version
     if E.meta[self._i, L.M_NUMEL] == 0:
         # nothing to write, and the engine would refuse an empty tensor whose strides
         # repeat a memory location (a 0 stride)
@@ -834,7 +832,6 @@ def _saved_counts_with(r, saved_col, version_col, t):
 
 
 def index_put_(self, indices, values, accumulate=False):
-    from ._promotion import to
     if not isinstance(indices, (tuple, list)) or not all(isinstance(k, Tensor) or k is None
                                                           for k in indices):
         raise TypeError("index_put_(): argument 'indices' must be tuple of Tensors")
@@ -852,8 +849,6 @@ def copy_(self, src, non_blocking=False):
     place (one version bump). A float tensor is written as self[...] = src, so under
     autograd the gradient reaches src (summed over broadcast dims, through the dtype
     conversion) and not self's old values, as PyTorch's CopyBackwards does."""
-    from ._promotion import to, bump_version, _broadcast_check
-    from ._creation import tensor as make
     if not isinstance(self, Tensor):
         raise TypeError(f"copy_(): argument 'self' must be Tensor, not {type(self).__name__}")
     if _is_scalar(src):
@@ -889,8 +884,6 @@ def where(condition, input=None, other=None):
 
 
 def _where(condition, input, other, _op):
-    from ._promotion import result_type, to, from_array
-    from ._creation import tensor as make
     if not isinstance(condition, Tensor) or condition.dtype is not D.bool_:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {getattr(condition, 'dtype', type(condition).__name__)}")
@@ -911,7 +904,6 @@ def _where(condition, input, other, _op):
 def nonzero(input, *, as_tuple=False):
     """The indices of input's nonzero elements: one row per element, or (as_tuple) one
     index tensor per dim."""
-    from ._promotion import from_array
     if not isinstance(input, Tensor):
         raise not_tensor("nonzero", input)
     nz = np.nonzero(_numpy_view(input))
@@ -931,7 +923,6 @@ def _join_check(tensors, fn):
         if not isinstance(t, Tensor):
             raise TypeError(f"{fn}(): expected Tensor as element in argument 'tensors', but "
                             f"got {type(t).__name__}")
-    from ._promotion import result_type, to
     rt = result_type(*tensors) if len(tensors) > 1 else tensors[0].dtype
     if any(t.ndim == 0 for t in tensors) and fn == "cat":
         raise RuntimeError("zero-dimensional tensor (at position "
@@ -958,7 +949,6 @@ def cat(tensors, dim=0):
     shape = ref[:d] + [sum(t.shape[d] for t in ts)] + ref[d + 1:]
     sizes.check_new(shape, rt.np.itemsize)
     if not rt.is_floating_point:
-        from ._promotion import from_array
         return from_array(np.concatenate([_numpy_view(t) for t in ts], axis=d))
     if len(ts) < len(given) and any(t.requires_grad for t in given):
         empty = ref[:d] + [0] + ref[d + 1:]     # a skipped tensor's (empty) gradient
@@ -998,7 +988,6 @@ def stack(tensors, dim=0):
     d = _dim(dim, nd + 1, "stack")
     sizes.check_new(ref[:d] + [len(ts)] + ref[d:], rt.np.itemsize)
     if not rt.is_floating_point:
-        from ._promotion import from_array
         return from_array(np.stack([_numpy_view(t) for t in ts], axis=d))
     return _join(ts, d, True)
 
@@ -1017,18 +1006,18 @@ def _where_method(self, condition, other):
 _split_method.__name__, _where_method.__name__ = "split", "where"
 
 
-def install(g):
-    T = Tensor
-    for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk",
-                 "index_select", "gather", "masked_select", "masked_fill", "masked_fill_",
-                 "index_put_", "nonzero", "copy_"):
-        setattr(T, name, globals()[name])
-    T.__getitem__ = getitem
-    T.__setitem__ = setitem
-    T.split = _split_method
-    T.where = _where_method
-    for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk",
-                 "index_select", "gather", "masked_select", "masked_fill", "where", "nonzero",
-                 "cat", "stack"):
-        g[name] = globals()[name]
-    g["concat"] = g["concatenate"] = cat
+def _register():
+    T = {name: globals()[name] for name in (
+        "select", "narrow", "unsqueeze", "squeeze", "chunk", "index_select", "gather",
+        "masked_select", "masked_fill", "masked_fill_", "index_put_", "nonzero", "copy_")}
+    T.update(__getitem__=getitem, __setitem__=setitem, split=_split_method,
+             where=_where_method)
+    methods.methods(**T)
+    for name in ("select", "narrow", "unsqueeze", "squeeze", "split", "chunk", "index_select",
+                 "gather", "masked_select", "masked_fill", "where", "nonzero", "cat", "stack"):
+        methods.function(name, globals()[name])
+    methods.functions(concat=cat, concatenate=cat)
+
+
+_register()
+VIEW_WRITERS.append(write_through_view)

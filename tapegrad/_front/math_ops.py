@@ -7,13 +7,14 @@ import warnings
 
 import numpy as np
 
-from . import _dtype as D
-from ._engine import layout as L
-from ._engine.state import GRAD_MODE
-from .tensor import (Tensor, run, _wrap, _dim, _numpy_view, _binary_method, not_tensor,
-                     _is_scalar)
-from .ops.registry import BY_NAME, OPS
-from ._functions import _ALL_DIMS
+from . import dtype as D
+from . import methods
+from .._engine import layout as L
+from .._engine.state import GRAD_MODE
+from .arithmetic import _binary_method
+from .tensor import Tensor, run, _wrap, _dim, _numpy_view, not_tensor, _is_scalar, _ALL_DIMS
+from ..ops.registry import BY_NAME, OPS
+from .promotion import as_dtype, to, _type_name, from_array, bump_version
 
 
 def _check(input, fn, name="input", position=None):
@@ -27,11 +28,9 @@ def _float_input(input, fn, dtype=None, kernel=None):
     names PyTorch's kernel (softmax), else computed in float32 (logsumexp)."""
     _check(input, fn)
     if dtype is not None:
-        from ._promotion import as_dtype, to
         input = to(input, as_dtype(dtype, fn))
     if not input.dtype.is_floating_point:
         if kernel is not None:
-            from ._promotion import _type_name
             raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                       f"'{_type_name(input.dtype)}'")
         input = input.to(D.float32)
@@ -100,7 +99,6 @@ def _reduction_dtype(input, dtype, fn):
     """input in the dtype= of cumsum or prod (checked as PyTorch does)."""
     if dtype is None:
         return input
-    from ._promotion import as_dtype, to
     return to(input, as_dtype(dtype, fn))
 
 
@@ -112,7 +110,6 @@ def cumsum(input, dim, *, dtype=None):
     if input.dtype is D.bool_:
         raise NotImplementedError("\"cumsum_out_cpu\" not implemented for 'Bool'")
     if not input.dtype.is_floating_point:
-        from ._promotion import from_array
         a = _numpy_view(input)
         return from_array(np.cumsum(a, axis=d if a.ndim else None, dtype=np.int64).reshape(a.shape))
     return _along("cumsum", input, d)
@@ -132,7 +129,6 @@ def prod(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None):
         ints = input.to(D.int64)
         return (prod(ints) if dim is None else prod(ints, dim, keepdim)).to(D.bool_)
     if not input.dtype.is_floating_point:
-        from ._promotion import from_array
         a = _numpy_view(input)
         ax = None if dim is None else _dim(dim, a.ndim, "prod")
         return from_array(np.asarray(np.prod(a, axis=ax, keepdims=keepdim if ax is not None
@@ -171,13 +167,11 @@ std = _var_std("std", True)
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """Tensor.norm; tapegrad.norm is _norm_function (PyTorch's has out= before dtype)."""
-    from ._promotion import _type_name
     _check(input, "norm")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
                            f"as input. Got {_type_name(input.dtype)}")
     if dtype is not None:
-        from ._promotion import as_dtype
         dtype = as_dtype(dtype, "linalg_vector_norm")
         if not dtype.is_floating_point:
             raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or "
@@ -245,7 +239,6 @@ def _clamp(input, min, max, inplace):  # noqa: A002
             raise NotImplementedError("clamp with tensor bounds is not supported; use "
                                       "maximum/minimum")
     if not input.dtype.is_floating_point:
-        from ._promotion import from_array, bump_version
         if isinstance(min, float) or isinstance(max, float):
             if inplace:
                 raise RuntimeError("result type Float can't be cast to the desired output "
@@ -489,27 +482,23 @@ def reshape_as(self, other):
     return self.reshape(other.shape)
 
 
-def install(g):
-    T = Tensor
-    for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm",
-                 "clamp", "clamp_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_",
-                 "maximum", "minimum"):
-        setattr(T, name, globals()[name])
-    T.clip, T.clip_ = clamp, clamp_
+def _register():
+    T = {name: globals()[name] for name in (
+        "softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std", "norm", "clamp",
+        "clamp_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_", "maximum", "minimum")}
+    T.update(clip=clamp, clip_=clamp_, bmm=bmm, addmm=addmm, view_as=view_as,
+             reshape_as=reshape_as, outer=outer, ger=outer)
+    methods.methods(**T)
     for name in ("softmax", "log_softmax", "logsumexp", "cumsum", "prod", "var", "std",
                  "clamp", "clamp_min", "clamp_max", "outer", "einsum"):
-        g[name] = globals()[name] if name in globals() else getattr(T, name)
-    g["norm"] = _norm_function
+        methods.function(name, globals()[name])
     for op in OPS:          # every plain unary op of the table: tapegrad.log1p(x), ...
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
-            g.setdefault(op.name, getattr(T, op.name))
-    g["clip"] = clamp
-    for name in ("atan2", "hypot", "fmod", "remainder", "logaddexp"):
-        g[name] = getattr(T, name)
-    g["bmm"], g["addmm"] = T.bmm, T.addmm = bmm, addmm
-    T.view_as, T.reshape_as = view_as, reshape_as
-    g["arctan2"] = T.atan2
-    g["maximum"] = _tensor_pair(maximum)
-    g["minimum"] = _tensor_pair(minimum)
-    g["ger"] = outer
-    T.outer = T.ger = outer
+            methods.function(op.name, methods.METHODS[op.name])
+    for name in ("atan2", "hypot", "fmod", "remainder", "logaddexp", "arctan2"):
+        methods.function(name, methods.METHODS[name])
+    methods.functions(norm=_norm_function, clip=clamp, bmm=bmm, addmm=addmm, ger=outer,
+                      maximum=_tensor_pair(maximum), minimum=_tensor_pair(minimum))
+
+
+_register()
