@@ -115,7 +115,7 @@ def _cached(directory, prefix):
 
 # (kernel file, what its cache index files start with): a piece of each of the demo's
 # tasks. Each kernel file is keyed on its own, so one cached is no sign of the others.
-_DEMO_KERNELS = (("_engine/core.py", "core.op_entry-"), ("_engine/core.py", "core.sweep-"),
+_DEMO_KERNELS = (("_engine/entry.py", "entry.op_entry-"), ("_engine/sweep.py", "sweep.sweep-"),
                  ("replay/_run.py", "_run.run-"), ("optim/_kernels.py", "_kernels.adam_native-"),
                  ("ops/loss.py", "loss.ce_plain_fwd_f32-"),
                  ("ops/linear.py", "linear.linear_fwd_f32-"))

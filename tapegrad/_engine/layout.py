@@ -62,7 +62,7 @@ S_KIND = 4       # 0 malloc'ed by tapegrad, 1 adopted NumPy memory (Python keeps
 S_NEXT = 5
 S_OCC = 6        # kind 3 (a memory plan's arena block): address of the block's occupancy word
 S_HVIEWS = 7     # live FL_HVIEW tensors over this storage: an in-place op recorded on their
-                 # base re-derives their histories from the new one (op_entry, _regen_views)
+                 # base re-derives their histories from the new one (op_entry, regen_views)
 SW = 8
 
 # ---- tape[row, :] -------------------------------------------------------------

@@ -298,7 +298,7 @@ def test_an_edit_changes_the_cache_key_of_that_file_and_its_importers_only(tmp_p
     copy = tmp_path / "tapegrad"
     shutil.copytree(cache._REAL_PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(cache, "_REAL_PKG", str(copy))
-    files = ["_engine/core.py", "_engine/blas.py", "ops/reduce.py", "ops/along.py",
+    files = ["_engine/sweep.py", "_engine/blas.py", "ops/reduce.py", "ops/along.py",
              "ops/loss.py", "ops/linear.py", "optim/_kernels.py"]
 
     def keys():
