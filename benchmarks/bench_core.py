@@ -9,7 +9,7 @@ has what it uses and raises NotImplementedError otherwise (asv then skips it), s
 older checkouts still load. Note on units: asv re-runs ``setup`` before every timed
 call when a class has one, so microsecond-scale work is batched inside the benchmark
 (``OPS`` ops per call): divide asv's number by ``OPS`` for the time per op.
-Mostly tapegrad's basic PyTorch-style surface (creation, arithmetic, unary ops,
+Mostly tapegrad's basic PyTorch-style surface (creation, random draws, arithmetic, unary ops,
 reductions, matmul, backward, no_grad, in-place sub_); MLPStepCE and OpsMix use
 nn.functional and the indexing ops, and skip on checkouts that lack them.
 """
@@ -298,6 +298,22 @@ class Chain1M:
         x = self.x
         x.grad = None
         (x.sin() * x.exp() + x ** 2).sum().backward()
+
+
+class RandomDraw1M:
+    """1M-element draws from PyTorch's stream (tapegrad.Generator's mt19937): rand's
+    uniforms and randn's normals (Box-Muller on blocks of 16)."""
+    params = [["rand", "randn"], ["float32", "float64"]]
+    param_names = ["fn", "dtype"]
+    timeout = TIMEOUT
+
+    def setup(self, fn, dtype):
+        _need(fn, dtype, "manual_seed", "Generator")
+        tg.manual_seed(0)
+        self.time_random_draw_1m(fn, dtype)    # load the kernels
+
+    def time_random_draw_1m(self, fn, dtype):
+        getattr(tg, fn)(1_000_000, dtype=getattr(tg, dtype))
 
 
 class ReplayChain1M:

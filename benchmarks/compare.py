@@ -933,11 +933,91 @@ class ReplayChain1M(Chain1M):
         return Impl(lambda: {"loss": _np(call()), "x.grad": _np(x.grad)}, loop)
 
 
+class RandomDraw1M(Workload):
+    """A 1M-element float32 draw after manual_seed(0): tapegrad draws PyTorch's numbers, so
+    the values are checked equal first (peers: PyTorch; NumPy's and JAX's streams are
+    other numbers)."""
+    rows = (("main", "", "µs/call", 1),)
+
+    def __init__(self, L, fn):
+        super().__init__(L)
+        self.fn = fn
+        self.key = f"{fn}_1m"
+        self.title = f"{fn}(1_000_000) float32 (PyTorch's stream, values equal)"
+
+    def eager(self, M):
+        draw = getattr(M, self.fn)
+
+        def loop(n):
+            for _ in range(n):
+                draw(BIG)
+
+        def values():
+            M.manual_seed(0)
+            return {"values": _np(draw(BIG))}
+        return Impl(values, loop)
+
+
+class Loader(Workload):
+    """One epoch of a shuffled DataLoader over a TensorDataset of 60,000 x 784 float32
+    images and int64 labels, batch 64 (a training loop's input side, MNIST-sized). The
+    floor, NumPy, slices a permuted array. Values: order-free totals of the epoch (the
+    batch order itself is checked equal to PyTorch's in tests/data)."""
+    key, title = "loader", "DataLoader epoch: TensorDataset 60000x784, batch 64, shuffle"
+    rows = (("main", "", "µs/epoch", 1),)
+    N, D, BATCH = 60_000, 784, 64
+
+    def data(self):
+        np = self.L.np
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((self.N, self.D), dtype=np.float32)
+        return x, rng.integers(0, 10, self.N).astype(np.int64)
+
+    @staticmethod
+    def _totals(batches):
+        count, labels, first = 0, 0, 0.0
+        for xb, yb in batches:
+            count += 1
+            labels += int(yb.sum())
+            first += float(xb[:, 0].sum())
+        return {"batches": [count], "label sum": [labels], "column 0 sum": [first]}
+
+    def eager(self, M):
+        x, y = self.data()
+        data = M.utils.data
+        ds = data.TensorDataset(M.from_numpy(x), M.from_numpy(y))
+        loader = data.DataLoader(ds, batch_size=self.BATCH, shuffle=True,
+                                 generator=M.Generator().manual_seed(0))
+
+        def loop(n):
+            for _ in range(n):
+                for _batch in loader:
+                    pass
+        return Impl(lambda: self._totals(loader), loop, fixed_n=1)
+
+    def numpy(self):
+        x, y = self.data()
+        np, n, b = self.L.np, self.N, self.BATCH
+
+        def epoch():
+            perm = np.random.default_rng(0).permutation(n)
+            for k in range(0, n, b):
+                idx = perm[k:k + b]
+                yield x[idx], y[idx]
+
+        def loop(k):
+            for _ in range(k):
+                for _batch in epoch():
+                    pass
+        return Impl(lambda: self._totals(epoch()), loop, fixed_n=1)
+
+
 def workloads(L):
     return [TinyOp(L), RoundTrip(L), ScalarChain(L), MLPStep(L), MLPStepCE(L), OpsMix(L),
             Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L),
             ReplayMLPSteps(L), ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
-            ReplayChain1M(L, "float64")] + [LargeOp(L, *op) for op in _large_ops()]
+            ReplayChain1M(L, "float64"), RandomDraw1M(L, "rand"), RandomDraw1M(L, "randn"),
+            Loader(L)] + [LargeOp(L, *op) for op in _large_ops()]
 
 
 # ---------------------------------------------------------------- checking
@@ -1126,6 +1206,10 @@ TARGETS = (
     ("MLP training step, eager", "mlp_step", "main", 0.25),
     ("1M-element chain, float32, forward and backward", "chain_1m_float32", "main", 1.0),
     ("1M-element chain, float64, forward and backward", "chain_1m_float64", "main", 1.0),
+    ("rand(1_000_000) float32", "rand_1m", "main", 1.0),
+    ("randn(1_000_000) float32", "randn_1m", "main", 1.0),
+    ("DataLoader epoch, shuffled TensorDataset (>= 10x PyTorch)", "loader", "main",
+     0.1),
     ("peak memory of the 200-op chain, float32", "peak_float32", None, 0.6),
     ("peak memory of the 200-op chain, float64", "peak_float64", None, 0.6),
 )

@@ -17,13 +17,21 @@ with _kernel_cache():
 from . import ops as _ops  # the op table, every family loaded
 
 from ._front.dtype import dtype, float32, float64, int64, bool_ as bool, float, double, long  # noqa: A004
+from ._front.dtype import (float16, half, bfloat16, float8_e4m3fn, float8_e5m2,  # noqa: A004
+                           float8_e4m3fnuz, float8_e5m2fnuz, complex32, chalf, complex64,
+                           cfloat, complex128, cdouble, uint8, uint16, uint32, uint64, int8,
+                           int16, short, int32, int, finfo, iinfo, get_default_dtype,
+                           set_default_dtype)
+from ._front.device import device, set_default_device, get_default_device
 from ._front.tensor import Tensor, Size
-from ._front.creation import (tensor, empty, zeros, ones, full, arange, rand, randn,
-                              zeros_like, ones_like, empty_like, full_like, rand_like,
-                              randn_like, from_numpy, manual_seed)
+from ._front.creation import (tensor, empty, zeros, ones, full, arange, zeros_like,
+                              ones_like, empty_like, full_like, from_numpy)
+from ._front.generator import (Generator, default_generator, manual_seed, seed, initial_seed,
+                               get_rng_state, set_rng_state)
 from ._front import (nodes as _nodes, arithmetic as _arithmetic, promotion as _promotion,
                      indexing as _indexing, functions as _functions, math_ops as _math_ops,
-                     ordering as _ordering, composite as _composite, methods as _methods)
+                     ordering as _ordering, composite as _composite, sampling as _sampling,
+                     generated as _generated, methods as _methods)
 from . import autograd
 from .autograd import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 
@@ -31,10 +39,14 @@ _methods.install(Tensor, globals())     # every method and function the modules 
 
 from ._front.functions import *  # noqa: F403  (module-level op spellings)
 from ._front.utilities import *  # noqa: F403  (equal, isclose, eye, randint, ...)
+from ._front.out_ops import *  # noqa: F403  (add, sum, cat, ... with out=)
 from . import nn
 from . import optim
+from . import utils
 from .serialization import save, load
 from . import testing
+from . import random
+from . import cuda, backends, accelerator
 from .replay.compiled import compile, CompileWarning  # noqa: A004  (PyTorch's spelling)
 from ._engine.state import set_num_threads, get_num_threads
 from . import _docs

@@ -100,7 +100,7 @@ def train(lib, model, X, Y, steps, lr, progress=None, compiled=False):
 # so that both halves end together: it also imports PyTorch and makes its first Adam
 # meanwhile (_prepare_peer), which would otherwise follow the compiling; the helper
 # starts a little later (after this process's import).
-_MAIN_TASKS = ("op_entry", "replay", "op:tanh", "eager")
+_MAIN_TASKS = ("op_entry", "replay", "op:tanh", "eager", "random:uniform")
 _HELPER_TASKS = ("optim:adam", "op:linear", "sweep", "op:cross_entropy_plain")
 _EAGER_ENTRIES = ("drain_queue", "contiguous_id", "adopt", "bump_version_id")
 
@@ -118,7 +118,8 @@ def _cached(directory, prefix):
 _DEMO_KERNELS = (("_engine/entry.py", "entry.op_entry-"), ("_engine/sweep.py", "sweep.sweep-"),
                  ("replay/_run.py", "_run.run-"), ("optim/_kernels.py", "_kernels.adam_native-"),
                  ("ops/loss.py", "loss.ce_plain_fwd_f32-"),
-                 ("ops/linear.py", "linear.linear_fwd_f32-"))
+                 ("ops/linear.py", "linear.linear_fwd_f32-"),
+                 ("_engine/mt19937.py", "mt19937.uniform-"))
 
 
 def _demo_cached():
@@ -144,7 +145,8 @@ def _start_helper():
 
 def _compile_task(task):
     """Compile (or load) one piece: "op_entry" or "sweep" (the engine core's two entry
-    points), "replay" (the executor), "op:NAME" (float32 kernels), "optim:NAME"."""
+    points), "replay" (the executor), "op:NAME" (float32 kernels), "optim:NAME",
+    "random:NAME" (a kernel of _engine/mt19937.py)."""
     from tapegrad._engine.cache import kernel_cache
     if task in ("op_entry", "sweep"):
         from tapegrad._engine import core
@@ -163,6 +165,9 @@ def _compile_task(task):
     elif task.startswith("op:"):
         from tapegrad.ops.registry import BY_NAME
         BY_NAME[task[3:]].kernels(0)
+    elif task.startswith("random:"):    # (the layers' initialisers draw with these)
+        from tapegrad._front import sampling
+        sampling._kernel(task[7:])
     elif task.startswith("optim:"):
         with kernel_cache():
             from tapegrad.optim import _kernels as K

@@ -48,8 +48,6 @@ _UNARY = {
     "square": "x * x, elementwise.",
     "gelu": "GELU activation; approximate='tanh' uses the tanh approximation.",
     "hardtanh": "Clamp to [min_val, max_val] (default [-1, 1]).",
-    "leaky_relu": "x where x > 0, negative_slope * x elsewhere.",
-    "logsigmoid": "log(sigmoid(x)), elementwise, computed stably.",
     "relu6": "min(max(x, 0), 6), elementwise.",
     "softplus": "log(1 + exp(beta * x)) / beta; linear above threshold.",
     "softsign": "x / (1 + |x|), elementwise.",
@@ -111,10 +109,6 @@ _REDUCE = {
            "argument, the elementwise maximum.",
     "min": "The smallest element; with dim, a (values, indices) named tuple; with a tensor "
            "argument, the elementwise minimum.",
-    "amax": "The largest values over dim (int or tuple; all dims if omitted); the gradient "
-            "is shared evenly among ties.",
-    "amin": "The smallest values over dim (int or tuple; all dims if omitted); the gradient "
-            "is shared evenly among ties.",
     "argmax": "Index of the largest element (in the flattened tensor, or along dim).",
     "argmin": "Index of the smallest element (in the flattened tensor, or along dim).",
     "var": "Variance over dim (all elements if omitted), with Bessel's correction unless "
@@ -214,8 +208,6 @@ _CREATION = {
     "new_full": "A tensor of the given size filled with fill_value, with input's dtype "
                 "(unless dtype=).",
     "new_tensor": "A new tensor from data (copied, a leaf), with input's dtype unless dtype=.",
-    "normal_": "Fill input in place with samples of N(mean, std**2) (tapegrad's generator, "
-               "seeded by manual_seed; the values differ from PyTorch's).",
 }
 
 DOCS = {**_UNARY, **_BINARY, **_COMPARE, **_REDUCE, **_LINALG, **_SHAPE, **_INDEX,

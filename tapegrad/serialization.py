@@ -18,6 +18,7 @@ import numpy as np
 from ._front import dtype as D
 from ._engine import sizes
 from ._front.tensor import Tensor, _numpy_view
+from ._front.device import check_device, device as _device
 
 FORMAT = "tapegrad-checkpoint"
 VERSION = 1
@@ -165,7 +166,8 @@ def _check_location(loc):
     held to the CPU: a callable would be handed storages tapegrad does not have."""
     targets = list(loc.values()) if isinstance(loc, dict) else [loc]
     for t in targets:
-        if t is None or str(t) == "cpu":
+        if t is None or isinstance(t, (str, bytes, int, _device)):
+            check_device(t, "load")     # (the CPU, any index; other devices: PyTorch's error)
             continue
         if callable(t):
             raise TypeError("load(): map_location as a function is not supported (tapegrad "

@@ -198,6 +198,7 @@ O_TANGENT = 6    # > 0: a fused elementwise op (replay/fuse.py) whose recorded f
                  # storage; its backward reads those instead of the saved operands
 O_FLAGS = 7      # OF_* bits
 OIW = 8
+MAXOPS = 1024    # opcodes: the table's ops, then fused ops made by compiled replays
 OF_MULTIVIEW = 1  # its outputs are views of one input (split, unbind): PyTorch refuses
                   # in-place writes into them, and their history once their base changed
 OF_OVERLAP_OK = 2  # in place, it writes each element without reading any (fill_, zero_):

@@ -16,7 +16,7 @@ from .compile_speed import shortcuts
 
 from .layout import NCTX, MW, SW, RW, C_META, C_META_CAP, C_STOR, C_STOR_CAP, \
     C_TAPE, C_TAPE_CAP, C_FATTR, C_IARGS, C_OPINFO, OIW, C_FWD, C_BWD, C_OUTS, NKSLOT, \
-    C_OUTS_CAP, C_ERR, C_WORK, C_WORK_CAP, C_IARGS_CAP, C_DESC, DW
+    C_OUTS_CAP, C_ERR, C_WORK, C_WORK_CAP, C_IARGS_CAP, C_DESC, DW, MAXOPS
 
 
 def _ptr_intrinsic(nbtype):
@@ -290,17 +290,17 @@ def work_of(C):
 
 @jit
 def opinfo_of(C):
-    return carray(ptr_i64(C[C_OPINFO]), (256, OIW))
+    return carray(ptr_i64(C[C_OPINFO]), (MAXOPS, OIW))
 
 
 @jit
 def fwd_table(C):
-    return carray(ptr_i64(C[C_FWD]), (256 * NKSLOT,))
+    return carray(ptr_i64(C[C_FWD]), (MAXOPS * NKSLOT,))
 
 
 @jit
 def bwd_table(C):
-    return carray(ptr_i64(C[C_BWD]), (256 * NKSLOT,))
+    return carray(ptr_i64(C[C_BWD]), (MAXOPS * NKSLOT,))
 
 
 @jit
@@ -391,5 +391,5 @@ def call_native_new(typingctx, fn, caddr, dt, nd, zero):
 
 @intrinsic
 def call_native_fill(typingctx, fn, addr, n, is64, seed, p, scale):
-    """Call random.fill_dropout by its native_address."""
+    """Call mt19937.fill_dropout by its native_address."""
     return types.int64(types.int64, *_FILL_ARGS), _native_codegen(_FILL_ARGS)

@@ -20,7 +20,7 @@ from .lowlevel import native_address, has_entry
 with kernel_cache():
     from . import core
     from . import threads
-    from . import random  # noqa: F401  (declared here so its cache lands with the engine's)
+    from . import mt19937  # noqa: F401  (declared here so its cache lands with the engine's)
 
 
 class EngineError(Exception):
@@ -67,10 +67,10 @@ class Engine:
         self.lock = threading.RLock()
         self.ctx = np.zeros(L.NCTX, np.int64)
         self.caddr = self.ctx.ctypes.data
-        self.fwd = np.zeros(256 * L.NKSLOT, np.int64)
-        self.bwd = np.zeros(256 * L.NKSLOT, np.int64)
+        self.fwd = np.zeros(L.MAXOPS * L.NKSLOT, np.int64)
+        self.bwd = np.zeros(L.MAXOPS * L.NKSLOT, np.int64)
         self.desc = np.zeros(L.DW, np.int64)
-        self.opinfo = np.zeros((256, L.OIW), np.int64)
+        self.opinfo = np.zeros((L.MAXOPS, L.OIW), np.int64)
         self.err = np.zeros(16, np.int64)
         self.iargs = np.zeros(64, np.int64)
         self.outs = np.zeros(64, np.int64)

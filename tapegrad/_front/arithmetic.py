@@ -131,7 +131,7 @@ def _rtruediv(self, other):
     if not _is_scalar(other):
         return NotImplemented
     if not self.dtype.is_floating_point:
-        self = self.to(D.float32)
+        self = self.to(D.default_float())
     return self.reciprocal() * other         # PyTorch's own decomposition
 
 

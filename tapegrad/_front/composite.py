@@ -3,7 +3,7 @@ composing ops').
 
 addcmul, addcdiv, lerp, nan_to_num, logit, xlogy, fmax/fmin, movedim/moveaxis, unflatten,
 tile, roll, diag, diagonal (a strided view, DiagonalBackward0), trace, diff,
-take_along_dim, tensor_split/hsplit/vsplit, aminmax, nansum/nanmean, repeat_interleave,
+take_along_dim, tensor_split/hsplit/vsplit, aminmax, nanmean, repeat_interleave,
 and Tensor.sum_to_size/nelement/element_size/is_complex. Values and gradients are
 PyTorch's; NaN and infinity tests are comparisons (x != x, x == inf) rather than
 isnan/isinf, and the constants they fill in are made by `_indexing._constant`, so a step
@@ -193,11 +193,11 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 
 def logit(input, eps=None):
     """log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given (the gradient is 0
-    outside, as in PyTorch). An integer input is converted to float32."""
+    outside, as in PyTorch). An integer input is converted to the default dtype."""
     _check(input, "logit")
     if eps is not None and not _is_scalar(eps):
         raise TypeError(f"logit(): argument 'eps' must be float, not {type(eps).__name__}")
-    x = input if input.dtype.is_floating_point else input.to(D.float32)
+    x = input if input.dtype.is_floating_point else input.to(D.default_float())
     if eps is not None:
         lo, hi = float(eps), 1.0 - float(eps)
         if lo <= hi:
@@ -221,7 +221,7 @@ def xlogy(input, other):
             "Tensor input, Number other, *, Tensor out = None"))
     rt = result_type(input, other)
     if not rt.is_floating_point:
-        rt = D.float32
+        rt = D.default_float()
     x = to(input, rt) if isinstance(input, Tensor) else _const(float(input), rt)
     y = to(other, rt) if isinstance(other, Tensor) else _const(float(other), rt)
     one = _const(1.0, rt)
@@ -632,17 +632,6 @@ def _reduce_dims(dim, keepdim, nd, fn):
                     f"{type(dim).__name__}")
 
 
-def nansum(input, dim=None, keepdim=False, *, dtype=None):
-    """The sum with NaN counted as 0 (whose gradient is 0)."""
-    _check(input, "nansum")
-    dims = _reduce_dims(dim, keepdim, input.ndim, "nansum")
-    if dtype is not None:
-        dtype = as_dtype(dtype, "nansum")
-    if input.dtype.is_floating_point:       # (NaN counts as 0 before any cast, as in PyTorch)
-        input = where(input != input, _const(0.0, input.dtype), input)
-    return input.sum(dims, keepdim, dtype=dtype)     # (dtype=bool: a bool result, any())
-
-
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """The mean of the elements that are not NaN (NaN where all are). A NaN element's
     gradient is 0, also in an all-NaN slice (PyTorch's is NaN there: 0 * (g / 0))."""
@@ -764,7 +753,7 @@ def _element_size(self):
 
 _FUNCTIONS = ("addcmul", "addcdiv", "lerp", "nan_to_num", "logit", "xlogy", "fmax", "fmin",
               "movedim", "unflatten", "tile", "roll", "diag", "diagonal", "trace", "diff",
-              "take_along_dim", "tensor_split", "hsplit", "vsplit", "aminmax", "nansum",
+              "take_along_dim", "tensor_split", "hsplit", "vsplit", "aminmax",
               "nanmean", "repeat_interleave", "is_complex")
 
 

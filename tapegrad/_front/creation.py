@@ -1,4 +1,4 @@
-"""Making tensors: from data, filled, random (tapegrad's own seeded generator)."""
+"""Making tensors: from data, filled, empty (the random factories are in sampling.py)."""
 import math
 import numbers
 import warnings
@@ -6,23 +6,15 @@ import warnings
 import numpy as np
 
 from . import dtype as D
-from .dtype import as_dtype, type_name
+from .dtype import as_dtype
 from . import methods
+from . import out as _out
+from .device import check_device
 from .._engine import layout as L
 from .._engine import core
 from .._engine import sizes
-from .._engine.state import RECORDING
+from .._engine.state import RECORDING, GRAD_MODE
 from .tensor import Tensor, E, _wrap, _array_of, _numpy_view, _leaf_like, _note_break
-
-_GEN = [np.random.Generator(np.random.PCG64(0))]
-
-
-def manual_seed(seed):
-    """Seed tapegrad's generator (used by rand, randn and, later, nn init and dropout)."""
-    if not isinstance(seed, numbers.Integral):
-        raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")
-    _GEN[0] = np.random.Generator(np.random.PCG64(int(seed)))
-    return _GEN[0]
 
 
 def _size(size, fn):
@@ -47,8 +39,12 @@ def _size(size, fn):
     return tuple(out)
 
 
-def _dtype_arg(dtype, default=D.float32, fn="tensor"):
-    return default if dtype is None else as_dtype(dtype, fn)
+def _dtype_arg(dtype, default=None, fn="tensor"):
+    """dtype checked (as_dtype); None gives default, or the default dtype (float32 unless
+    set_default_dtype changed it) when no default is given."""
+    if dtype is None:
+        return D.default_float() if default is None else default
+    return as_dtype(dtype, fn)
 
 
 def _creation_grad_check(dt, requires_grad):
@@ -74,9 +70,30 @@ def _new(size, dtype, requires_grad, fn, zero=False, like=False):
     return t
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
     """A tensor of the given size whose values are whatever its memory held."""
+    check_device(device, "empty")
+    if out is not None:
+        if isinstance(out, Tensor) and GRAD_MODE[0] and out.requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        return _factory_out(out, "empty", dtype, requires_grad,
+                            lambda dt: _new(size, dt, False, "empty"), fill=False)
     return _new(size, dtype, requires_grad, "empty")
+
+
+def _factory_out(out, fn, dtype, requires_grad, make, fill=True):
+    """A factory's out=, as PyTorch's: out checked, the values made in out's dtype by
+    make(dtype) and written into out (resized without a warning when its shape differs;
+    fill=False: only resized), requires_grad set if asked; returns out."""
+    _out.check(fn, out, name=f"aten::{fn}")
+    result = make(_out.factory_dtype(fn, out, dtype))
+    if fill:
+        _out.write(out, result, warn=False)
+    elif tuple(out.shape) != tuple(result.shape):
+        _out.resize(out, result)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def _from_array(arr, dt, requires_grad):
@@ -101,8 +118,9 @@ def _from_array(arr, dt, requires_grad):
     return t
 
 
-def tensor(data, *, dtype=None, requires_grad=False):
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new leaf holding a copy of data (nested lists, scalars, NumPy arrays, tensors)."""
+    check_device(device, "tensor")
     if isinstance(data, Tensor):
         data = data.detach().numpy()
     if isinstance(data, np.ndarray):
@@ -114,7 +132,8 @@ def tensor(data, *, dtype=None, requires_grad=False):
         raise TypeError(f"tensor(): could not infer a dtype from {type(data).__name__}")
     if dtype is None:
         dtype = {"b": D.bool_, "i": D.int64, "u": D.int64, "f": D.float32}[arr.dtype.kind]
-        if dtype is D.float32 and _holds_float64(data):
+        if dtype is D.float32 and (_holds_float64(data) if D.default_float() is D.float32
+                                   else not _only_float32(data)):
             dtype = D.float64
     return _from_array(arr, _dtype_arg(dtype), requires_grad)
 
@@ -128,6 +147,27 @@ def _holds_float64(data):
     if isinstance(data, (list, tuple)):
         return any(_holds_float64(v) for v in data)
     return False
+
+
+def _only_float32(data, top=True):
+    """Whether the floats of Python data are NumPy float32 (or narrower) values, one at
+    least: with float64 as the default dtype, PyTorch infers float32 only then (a Python
+    float counts as the default dtype, and so does empty data). top=False: None when data
+    holds no float (nested data that decides nothing)."""
+    if isinstance(data, (np.floating, np.ndarray)):
+        if data.dtype.kind != "f":
+            return None
+        return data.dtype.itemsize <= 4
+    if isinstance(data, float):
+        return False
+    answer = None
+    if isinstance(data, (list, tuple)):
+        for v in data:
+            a = _only_float32(v, False)
+            if a is False:
+                return False
+            answer = answer or a
+    return bool(answer) if top else answer
 
 
 def from_numpy(arr):
@@ -214,7 +254,7 @@ def _adopt(owner, dt, shape, strides, offset, nbytes=None):
 def _full(size, fill_value, dtype, requires_grad, fn, like=False):
     if dtype is None:
         dtype = (D.bool_ if isinstance(fill_value, bool) else
-                 D.int64 if isinstance(fill_value, numbers.Integral) else D.float32)
+                 D.int64 if isinstance(fill_value, numbers.Integral) else D.default_float())
     t = _new(size, dtype, False, fn, like=like)
     if t.numel():           # (NumPy refuses some empty shapes: (0, 2**62) float32)
         _array_of(t)[...] = fill_value
@@ -224,28 +264,63 @@ def _full(size, fill_value, dtype, requires_grad, fn, like=False):
     return t
 
 
-def full(size, fill_value, *, dtype=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
     """A tensor of the given size filled with fill_value (its dtype by default: bool,
-    int64 or float32)."""
+    int64 or the default dtype)."""
+    check_device(device, "full")
+    if out is not None:
+        return _factory_out(out, "full", dtype, requires_grad,
+                            lambda dt: _full((size,), fill_value, dt, False, "full"))
     return _full((size,), fill_value, dtype, requires_grad, "full")
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
     """A tensor of the given size filled with 0."""
+    check_device(device, "zeros")
+    if out is not None:
+        return _factory_out(out, "zeros", dtype, requires_grad,
+                            lambda dt: _new(size, dt, False, "zeros", zero=True))
     return _new(size, dtype, requires_grad, "zeros", zero=True)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
     """A tensor of the given size filled with 1."""
+    check_device(device, "ones")
+    if out is not None:
+        return _factory_out(out, "ones", dtype, requires_grad,
+                            lambda dt: _full(size, 1, dt, False, "ones"))
     return _full(size, 1, _dtype_arg(dtype, fn="ones"), requires_grad, "ones")
 
 
-def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
+_ARANGE_RESIZED = ("The number of elements in the out tensor of shape {old} is {n_old} which "
+                   "does not match the computed number of elements {n}. Note that this may "
+                   "occur as a result of rounding error. The out tensor will be resized to a "
+                   "tensor of shape ({n},).")
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False,
+           out=None):
+    check_device(device, "arange")
+    if out is not None:
+        _out.check("arange", out, name="aten::arange")
+        result = arange(start, end, step, dtype=_out.factory_dtype("arange", out, dtype))
+        if out.numel() == result.numel():       # (written in out's shape, as PyTorch does)
+            out.copy_(result.view(tuple(out.shape)))
+        else:
+            if out.numel():
+                warnings.warn(_ARANGE_RESIZED.format(old=list(out.shape), n_old=out.numel(),
+                                                     n=result.numel()),
+                              UserWarning, stacklevel=2)
+            _out.resize(out, result)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
     if end is None:
         start, end = 0, start
     vals = [start, end, step]
     if dtype is None:
-        dtype = D.int64 if all(isinstance(v, numbers.Integral) for v in vals) else D.float32
+        dtype = (D.int64 if all(isinstance(v, numbers.Integral) for v in vals)
+                 else D.default_float())
     dtype = as_dtype(dtype, "arange")
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
@@ -270,27 +345,6 @@ def _arange_size(start, end, step):
     return n
 
 
-def _random(size, dtype, requires_grad, fn, draw, like=False):
-    dt = _dtype_arg(dtype, fn=fn)
-    shape = _size(size, fn)
-    sizes.check_new(shape, dt.itemsize, like)      # (before NumPy draws the values)
-    if 0 in shape:
-        return _new(shape, dt, requires_grad, fn)
-    return _from_array(draw(shape, dt.np), dt, requires_grad)
-
-
-def rand(*size, dtype=None, requires_grad=False):
-    """Uniform draws in [0, 1) from tapegrad's generator."""
-    return _random(size, dtype, requires_grad, "rand",
-                   lambda shape, dt: _GEN[0].random(shape, dtype=dt))
-
-
-def randn(*size, dtype=None, requires_grad=False):
-    """Standard normal draws from tapegrad's generator."""
-    return _random(size, dtype, requires_grad, "randn",
-                   lambda shape, dt: _GEN[0].standard_normal(shape, dtype=dt))
-
-
 def _like_input(t, fn):
     if not isinstance(t, Tensor):
         raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not "
@@ -298,46 +352,32 @@ def _like_input(t, fn):
     return tuple(t.shape)
 
 
-def zeros_like(input, *, dtype=None, requires_grad=False):
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     """zeros of input's shape and (by default) dtype."""
+    check_device(device, "zeros_like")
     return _new(_like_input(input, "zeros_like"), dtype or input.dtype, requires_grad,
                 "zeros_like", zero=True, like=True)
 
 
-def empty_like(input, *, dtype=None, requires_grad=False):
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     """empty of input's shape and (by default) dtype."""
+    check_device(device, "empty_like")
     return _new(_like_input(input, "empty_like"), dtype or input.dtype, requires_grad,
                 "empty_like", like=True)
 
 
-def ones_like(input, *, dtype=None, requires_grad=False):
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
     """ones of input's shape and (by default) dtype."""
+    check_device(device, "ones_like")
     return _full(_like_input(input, "ones_like"), 1, dtype or input.dtype, requires_grad,
                  "ones_like", like=True)
 
 
-def full_like(input, fill_value, *, dtype=None, requires_grad=False):
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
     """full of input's shape and (by default) dtype."""
+    check_device(device, "full_like")
     return _full(_like_input(input, "full_like"), fill_value, dtype or input.dtype,
                  requires_grad, "full_like", like=True)
-
-
-def rand_like(input, *, dtype=None, requires_grad=False):
-    """rand of input's shape and (by default) dtype."""
-    return _random(_like_input(input, "rand_like"), dtype or input.dtype, requires_grad,
-                   "rand_like", lambda shape, dt: _GEN[0].random(shape, dtype=dt), like=True)
-
-
-def randn_like(input, *, dtype=None, requires_grad=False):
-    """randn of input's shape and (by default) dtype."""
-    return _random(_like_input(input, "randn_like"), dtype or input.dtype, requires_grad,
-                   "randn_like", lambda shape, dt: _GEN[0].standard_normal(shape, dtype=dt),
-                   like=True)
-
-
-def check_device(device, fn):
-    if device is not None and str(device) != "cpu":
-        raise RuntimeError(f"{fn}(): tapegrad runs on the CPU only, got device {device!r}")
 
 
 # ---------------------------------------------------------------- Tensor.new_*
@@ -386,56 +426,6 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layo
                       "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
     _new_options("new_tensor", device, layout, pin_memory)
     return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
-
-
-# ---------------------------------------------------------------- in-place random fills
-def uniform_values(shape, low, high):
-    """Draws for uniform_ (the method and nn.init's): float64 from tapegrad's generator."""
-    return _GEN[0].uniform(low, high, shape)
-
-
-def normal_values(shape, mean, std):
-    """Draws for normal_ (the method and nn.init's): float64 from tapegrad's generator."""
-    return mean + std * _GEN[0].standard_normal(shape)
-
-
-def uniform_(self, low=0.0, high=1.0, *, generator=None, **bounds):
-    """uniform_(from=0, to=1), PyTorch's keyword names being `from` and `to`. Written as
-    self.copy_(draws): a leaf that requires grad refuses it outside no_grad, a tensor with
-    history gets a gradient of zero to its old values, as in PyTorch."""
-    low = bounds.pop("from", low)
-    high = bounds.pop("to", high)
-    _random_fill_check(self, "uniform_", "check_uniform_bounds", generator, bounds)
-    low, high = float(low), float(high)
-    if low > high:
-        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
-                           f"from={low:g} > to={high:g}")
-    info = np.finfo(self.dtype.np)
-    if not (info.min <= low <= info.max and info.min <= high <= info.max):
-        raise RuntimeError(f"uniform_: {'from' if not info.min <= low <= info.max else 'to'} "
-                           f"is out of bounds for {self.dtype.name}")
-    return self.copy_(_from_array(uniform_values(tuple(self.shape), low, high), D.float64,
-                                  False))
-
-
-def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    _random_fill_check(self, "normal_", "normal_kernel_cpu", generator, {})
-    if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return self.copy_(_from_array(normal_values(tuple(self.shape), float(mean), float(std)),
-                                  D.float64, False))
-
-
-def _random_fill_check(self, fn, kernel, generator, unexpected):
-    if unexpected:
-        raise TypeError(f"{fn}() got an unexpected keyword argument '{next(iter(unexpected))}'")
-    if generator is not None:
-        raise NotImplementedError(f"{fn}(): generator objects are not supported; tapegrad "
-                                  "draws from its one generator (tapegrad.manual_seed)")
-    if not self.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for "
-                                  f"'{type_name(self.dtype)}' ({fn} fills floating point "
-                                  "tensors only)")
 
 
 # ---------------------------------------------------------------- copy and pickle
@@ -488,4 +478,4 @@ def _copy_memory(t, memo):
 
 methods.methods(__reduce_ex__=_reduce_ex, __deepcopy__=_deepcopy, new_zeros=new_zeros,
                 new_ones=new_ones, new_empty=new_empty, new_full=new_full,
-                new_tensor=new_tensor, uniform_=uniform_, normal_=normal_)
+                new_tensor=new_tensor)

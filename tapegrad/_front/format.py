@@ -1,6 +1,8 @@
 """PyTorch-style printing of tensor values."""
 import numpy as np
 
+from .dtype import default_float
+
 
 def _float_formatter(values):
     finite = values[np.isfinite(values)]
@@ -43,8 +45,10 @@ def tensor_repr(t, values):
     extra = []
     if values.size == 0 and values.ndim != 1:       # PyTorch shows an empty tensor's shape
         extra.append(f"size={tuple(values.shape)}")
-    # (an empty tensor's values cannot show an int or bool dtype, so PyTorch names it)
-    if dt.name not in (("float32",) if values.size == 0 else ("float32", "int64", "bool")):
+    # (an empty tensor's values cannot show an int or bool dtype, so PyTorch names it; the
+    # default dtype is float32 unless set_default_dtype changed it)
+    default = default_float().name
+    if dt.name not in ((default,) if values.size == 0 else (default, "int64", "bool")):
         extra.append(f"dtype=tapegrad.{dt.name}")
     try:
         fn = t.grad_fn

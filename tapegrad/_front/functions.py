@@ -20,11 +20,15 @@ from . import math_ops as _math
 from .indexing import _layout, _view, view_strides, _contiguous_strides
 
 __all__ = [  # (the unary and binary ops' functions come from the method registry)
-    "sum", "mean", "max", "min", "amax", "amin", "matmul", "mm", "dot", "mv", "reshape",
+    "sum", "mean", "max", "min", "matmul", "mm", "dot", "mv", "reshape",
     "transpose", "permute", "t", "unbind", "flatten"]
 
 _ALL = {name: BY_NAME[name] for name in ("sum", "mean")}
 _BY_DIM = {name: BY_NAME[name + "_dim"] for name in ("sum", "mean")}
+# the reductions' integer attributes by name (their OpDef's attrs), for the fast paths
+# below, which write the engine's iargs themselves
+_DIMS, _KEEP, _MEAN = (BY_NAME["sum"].slot(a) for a in ("dims", "keepdim", "mean"))
+_XDIMS, _XKEEP, _WHICH = (BY_NAME["max"].slot(a) for a in ("dims", "keepdim", "which"))
 _MW, _MN, _MDT = L.MW, L.M_NDIM, L.M_DTYPE
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
@@ -52,9 +56,9 @@ def _reduce(self, name, dim, keepdim, flag):
     if dim is None:             # x.sum(): the common case, one compiled call; the mask -1
         with E.lock:            # has every dim's bit set, whatever the rank
             ia = E.iargs_mv
-            ia[0] = -1
-            ia[1] = 0
-            ia[2] = flag
+            ia[_DIMS] = -1
+            ia[_KEEP] = 0
+            ia[_MEAN] = flag
             r = E.op(_CADDR, _ALL[name].opcode, i, -1, 0.0, GRAD_MODE[0])
         if r >= 0:
             return _wrap(r)
@@ -103,15 +107,15 @@ def _int_extreme(input, name, ret, dim, keepdim):
 
 
 def _run_reduction(op, a, mask, keepdim, flag):
-    """run() for a reduction, without the general path's argument handling."""
+    """run() for sum or mean, without the general path's argument handling."""
     with E.lock:
         ia = E.iargs_mv
-        ia[0] = mask
-        ia[1] = keepdim
-        ia[2] = flag
+        ia[_DIMS] = mask
+        ia[_KEEP] = keepdim
+        ia[_MEAN] = flag
         r = E.op(_CADDR, op.opcode, a, -1, 0.0, GRAD_MODE[0])
         if r < 0:
-            return run(op, a, iargs=(mask, keepdim, flag))
+            return run(op, a, iargs=op.pack(dims=mask, keepdim=keepdim, mean=flag))
     return r
 
 
@@ -156,9 +160,9 @@ def _extreme(name, ret, flag):
             if 0 <= d < nd and mv[b + _MDT] <= L.F64 and mv[b + L.M_SHAPE + d] > 0:
                 with E.lock:
                     ia = E.iargs_mv
-                    ia[0] = 1 << d
-                    ia[1] = 1 if keepdim else 0
-                    ia[2] = flag
+                    ia[_XDIMS] = 1 << d
+                    ia[_XKEEP] = 1 if keepdim else 0
+                    ia[_WHICH] = flag
                     if E.op(_CADDR, code, input._i, -1, 0.0, GRAD_MODE[0]) >= 0:
                         # (both read before any Python call: a lock-free op of another
                         # thread cannot run in between and overwrite them)
@@ -183,12 +187,14 @@ def _extreme(name, ret, flag):
                 raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
                                    "input.numel() == 0. Specify the reduction dim with the "
                                    "'dim' argument.")
-            return _wrap(run(BY_NAME[name], input._i, iargs=(0, 0, flag)))
+            op = BY_NAME[name]
+            return _wrap(run(op, input._i, iargs=op.pack(dims=0, keepdim=0, which=flag)))
         d = _dim(dim, input.ndim, name)
         if input.ndim and input.shape[d] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
         mask = 1 << d if input.ndim else 0      # 0-d: the element itself, index 0
-        ids = run(BY_NAME[name + "_dim"], input._i, iargs=(mask, int(bool(keepdim)), flag),
+        op = BY_NAME[name + "_dim"]
+        ids = run(op, input._i, iargs=op.pack(dims=mask, keepdim=bool(keepdim), which=flag),
                   all_outputs=True)
         return ret(_wrap(ids[0]), _wrap(ids[1]))
     fn.__name__ = name
@@ -197,40 +203,6 @@ def _extreme(name, ret, flag):
 
 max = _extreme("max", _max_ret, 0)  # noqa: A001
 min = _extreme("min", _min_ret, 1)  # noqa: A001
-
-
-def _amax_like(name, flag):
-    def fn(input, dim=(), keepdim=False):
-        if not isinstance(input, Tensor):
-            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                            f"{type(input).__name__}")
-        if not (isinstance(dim, (tuple, list)) or dim.__class__ is int
-                or isinstance(dim, np.integer)):
-            raise TypeError(f"{name}(): argument 'dim' (position 1) must be tuple of ints, "
-                            f"not {type(dim).__name__}")
-        nd = input.ndim
-        mask = _dims_mask(dim, nd, name)
-        reduced = [d for d in range(nd) if mask >> d & 1]
-        if input.numel() == 0:
-            if len(reduced) == nd or nd == 0:
-                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                                   "input.numel() == 0. Specify the reduction dim with the "
-                                   "'dim' argument.")
-            for d in reduced:
-                if input.shape[d] == 0:
-                    raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero "
-                                     "size.")
-        if not input.dtype.is_floating_point:
-            a = _numpy_view(input)
-            f = np.max if name == "amax" else np.min
-            return from_array(np.asarray(f(a, axis=tuple(reduced), keepdims=bool(keepdim))))
-        return _wrap(_run_reduction(BY_NAME[name], input._i, mask, int(bool(keepdim)), flag))
-    fn.__name__ = name
-    return fn
-
-
-amax = _amax_like("amax", 0)
-amin = _amax_like("amin", 1)
 
 
 def matmul(input, other):
@@ -599,7 +571,7 @@ del _m, _name
 def _register():
     T = {name: globals()[name] for name in (
         "sum", "mean", "max", "min", "matmul", "mm", "mv", "dot", "view", "flatten",
-        "transpose", "t", "expand", "expand_as", "unbind", "repeat", "amax", "amin")}
+        "transpose", "t", "expand", "expand_as", "unbind", "repeat")}
     T.update(reshape=_reshape_method, permute=_permute_method, __matmul__=matmul,
              __rmatmul__=lambda self, other: matmul(other, self), T=property(_T),
              mT=property(_mT), swapaxes=T["transpose"])

@@ -1,5 +1,5 @@
 """Front of the ops along a dim (softmax, log_softmax, logsumexp, cumsum, prod, var, std,
-norm) and of the elementwise ops with arguments (clamp, maximum, minimum, leaky_relu,
+norm) and of the elementwise ops with arguments (clamp, maximum, minimum, hardtanh,
 gelu, softplus), plus outer and einsum. Arguments are checked here."""
 import math
 import numbers
@@ -25,7 +25,7 @@ def _check(input, fn, name="input", position=None):
 def _float_input(input, fn, dtype=None, kernel=None):
     """input for an op computed in floating point, converted to dtype= (checked as
     PyTorch does) first. An integer tensor is PyTorch's NotImplementedError when kernel
-    names PyTorch's kernel (softmax), else computed in float32 (logsumexp)."""
+    names PyTorch's kernel (softmax), else computed in the default dtype (logsumexp)."""
     _check(input, fn)
     if dtype is not None:
         input = to(input, as_dtype(dtype, fn))
@@ -33,7 +33,7 @@ def _float_input(input, fn, dtype=None, kernel=None):
         if kernel is not None:
             raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                       f"'{_type_name(input.dtype)}'")
-        input = input.to(D.float32)
+        input = input.to(D.default_float())
     return input
 
 
@@ -59,8 +59,10 @@ def _one_dim(dim, nd, fn):
     return -1 if nd == 0 else _dim(dim, nd, fn)
 
 
-def _along(opname, input, dim, keepdim=False, p2=0, p3=0, s=0.0):
-    return _wrap(run(BY_NAME[opname], input._i, s=s, iargs=(dim, int(bool(keepdim)), p2, p3)))
+def _along(opname, input, dim, keepdim=False, s=0.0, **attrs):
+    """An op along dim (-1: all dims) with its integer attributes by name (OpDef.attrs)."""
+    op = BY_NAME[opname]
+    return _wrap(run(op, input._i, s=s, iargs=op.pack(dim=dim, keepdim=bool(keepdim), **attrs)))
 
 
 # ---------------------------------------------------------------- softmax family
@@ -72,14 +74,14 @@ def _softmax_dim(input, dim, fn, stacklevel=3):
     return -1 if input.ndim == 0 else _dim(dim, input.ndim, fn)
 
 
-def _softmax(name, p2):
+def _softmax(name, kind):
     """softmax and log_softmax as tapegrad.softmax(input, dim, dtype=None) and
     Tensor.softmax(dim, dtype=None): dim an int, as PyTorch's; nn.functional's spelling
     (dim optional: PyTorch's implicit choice, _stacklevel before dtype) calls them."""
     def fn(input, dim, dtype=None):
         input = _float_input(input, name, dtype, f"{name}_kernel_impl")
         _int_dim(dim, name)
-        return _along(name, input, _softmax_dim(input, dim, name), p2=p2)
+        return _along(name, input, _softmax_dim(input, dim, name), kind=kind)
     fn.__name__ = fn.__qualname__ = name
     return fn
 
@@ -92,7 +94,7 @@ def logsumexp(input, dim, keepdim=False):
     input = _float_input(input, "logsumexp")
     if dim is None:
         raise TypeError("logsumexp(): argument 'dim' must be tuple of ints, not NoneType")
-    return _along("logsumexp", input, _one_dim(dim, input.ndim, "logsumexp"), keepdim, p2=2)
+    return _along("logsumexp", input, _one_dim(dim, input.ndim, "logsumexp"), keepdim, kind=2)
 
 
 def _reduction_dtype(input, dtype, fn):
@@ -156,7 +158,8 @@ def _var_std(name, is_std):
         if not input.dtype.is_floating_point:
             raise RuntimeError("std and var only support floating point and complex dtypes")
         corr = _correction(unbiased, correction, name)
-        return _along(name, input, _one_dim(dim, input.ndim, name), keepdim, corr, int(is_std))
+        return _along(name, input, _one_dim(dim, input.ndim, name), keepdim, correction=corr,
+                      std=is_std)
     fn.__name__ = name
     return fn
 
@@ -243,7 +246,7 @@ def _clamp(input, min, max, inplace):  # noqa: A002
             if inplace:
                 raise RuntimeError("result type Float can't be cast to the desired output "
                                    "type Long")
-            return _clamp(input.to(D.float32), min, max, False)
+            return _clamp(input.to(D.default_float()), min, max, False)
         a = _numpy_view(input)
         r = np.clip(a, min, max)
         if inplace:
@@ -285,11 +288,6 @@ def clamp_max_(input, max):  # noqa: A002
     return _clamp_one("clamp_max", input, max, inplace=True)
 
 
-def leaky_relu(input, negative_slope=0.01, inplace=False):
-    input = _float_input(input, "leaky_relu")
-    return _unary_param("leaky_relu", input, float(negative_slope), inplace=inplace)
-
-
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     input = _float_input(input, "hardtanh")
     if min_val > max_val:
@@ -299,10 +297,6 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
-
-
-def logsigmoid(input):
-    return _unary_param("logsigmoid", _float_input(input, "logsigmoid"))
 
 
 def softsign(input):

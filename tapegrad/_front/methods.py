@@ -10,6 +10,7 @@ twice is an error unless the second entry says it replaces the first.
 
 METHODS = {}        # Tensor attribute -> function, property or value
 FUNCTIONS = {}      # tapegrad.<name> -> function
+FUNCTIONAL = {}     # tapegrad.nn.functional.<name> -> function (the ops' own fronts)
 
 
 def _put(table, what, name, value, replace):
@@ -40,9 +41,19 @@ def functions(replace=False, **named):
         function(name, value, replace)
 
 
+def functional(name, value, replace=False):
+    """Register tapegrad.nn.functional.<name>; returns value."""
+    return _put(FUNCTIONAL, "nn.functional function", name, value, replace)
+
+
 def install(cls, namespace):
     """Put every registered method on cls and every function into namespace."""
     for name, value in METHODS.items():
         setattr(cls, name, value)
     for name, value in FUNCTIONS.items():
         namespace.setdefault(name, value)
+
+
+def install_functional(namespace):
+    """Put every registered nn.functional function into namespace (nn.functional's)."""
+    namespace.update(FUNCTIONAL)

@@ -18,7 +18,8 @@ from .._engine import core
 from .._engine.state import RECORDING
 from .tensor import Tensor, E, run, _wrap, _numpy_view, _is_scalar, _dim, not_tensor
 from ..ops.registry import BY_NAME
-from .creation import check_device, from_numpy
+from .creation import from_numpy
+from .device import check_device, device as Device
 from .tensor import _CADDR
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
@@ -53,7 +54,7 @@ def _scalar_dtype(x):
         return D.bool_
     if isinstance(x, numbers.Integral):
         return D.int64
-    return D.float32            # PyTorch's default dtype
+    return D.default_float()    # PyTorch's default dtype
 
 
 def _combine(higher, lower):
@@ -142,7 +143,7 @@ def _to_arguments(args, dtype, device, non_blocking, copy, flags=2):
         non_blocking = rest.pop(0)
     if rest:
         copy = rest.pop(0)
-    if device is not None and not isinstance(device, (str, int)):
+    if device is not None and not isinstance(device, (str, bytes, int, Device)):
         raise invalid()
     return (None if dtype is None else as_dtype(dtype, "to")), device, non_blocking, copy
 
@@ -151,13 +152,14 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
     """Tensor.to(dtype), to(other), to("cpu"), to(device, dtype), each with non_blocking
     and copy after (see _to_arguments); the dtype may be given as float, int or bool, as
     in PyTorch. *args because PyTorch's to() is overloaded on its first argument."""
-    if len(args) == 1 and type(args[0]) is D.dtype and dtype is None and device is None:
+    if (len(args) == 1 and type(args[0]) is D.dtype and args[0].code is not None
+            and dtype is None and device is None):
         dtype = args[0]         # to(dtype), the spelling ops use inside: nothing to parse
     elif args or dtype is not None or device is not None:
         dtype, device, non_blocking, copy = _to_arguments(args, dtype, device, non_blocking,
                                                           copy)
-    if device is not None:
-        check_device(device, "to")
+    if device is not None and check_device(device, "to").index is not None:
+        copy = True     # (cpu:0 is not the tensor's device, cpu: PyTorch copies)
     if dtype is None or dtype is self.dtype:
         return self.clone() if copy else self
     src = self.dtype
@@ -188,6 +190,15 @@ def _caster(dtype):
     return cast
 
 
+def _refused_caster(dtype, name):
+    def cast(self, memory_format=None):
+        raise D.unsupported(dtype, name)
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = (f"This tensor as tapegrad.{dtype.name}, in PyTorch: refused with a "
+                    f"TypeError, as tapegrad tensors are {D.SUPPORTED}.")
+    return cast
+
+
 # ---------------------------------------------------------------- binary ops
 _NUMPY_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
                  "pow": np.power, "pow_tensor": np.power, "maximum": np.maximum,
@@ -214,7 +225,7 @@ def binary(method, opname, a, b):
                                "`logical_not()` operator instead.")
     rt = result_type(a, b)
     if opname in ("div", "atan2", "hypot", "logaddexp") and not rt.is_floating_point:
-        rt = D.float32                      # true division, float-only ops
+        rt = D.default_float()              # true division, float-only ops
     if rt.is_floating_point:
         a2 = to(a, rt)
         b2 = to(b, rt) if isinstance(b, Tensor) else b
@@ -251,7 +262,7 @@ def inplace(method, opname, a, b):
     """x op= y when dtypes differ: the result must fit x's dtype (PyTorch's rule)."""
     rt = result_type(a, b)
     if opname == "div" and not rt.is_floating_point:
-        rt = D.float32
+        rt = D.default_float()
     if _category(rt) > _category(a.dtype):
         raise RuntimeError(f"result type {_type_name(rt)} can't be cast to the desired output "
                            f"type {_type_name(a.dtype)}")
@@ -294,7 +305,7 @@ def unary(method, opname, a):
         if a.dtype is D.bool_ and opname in ("abs", "relu"):
             raise NotImplementedError(f"\"{opname}_cpu\" not implemented for 'Bool'")
         return from_array(np.asarray(_NUMPY_UNARY[opname](_numpy_view(a)), dtype=a.dtype.np))
-    return method(to(a, D.float32))
+    return method(to(a, D.default_float()))
 
 
 def unary_inplace(method, opname, a):
@@ -468,6 +479,10 @@ def _register():
     for name, dt in (("float", D.float32), ("double", D.float64), ("long", D.int64),
                      ("bool", D.bool_)):
         T[name] = _caster(dt)
+    for name, dt in (("half", D.float16), ("bfloat16", D.bfloat16), ("int", D.int32),
+                     ("short", D.int16), ("char", D.int8), ("byte", D.uint8),
+                     ("cfloat", D.complex64), ("cdouble", D.complex128)):
+        T[name] = _refused_caster(dt, name)
     for name, uf in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)):
         T[f"__{name}__"] = _compare(uf, name)

@@ -16,7 +16,7 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.state import engine, EngineError, GRAD_MODE, RECORDING, note_break as _note_break
 
-from ..ops.registry import OPS
+from ..ops.registry import OPS, OpError
 from . import format as _format
 from .dtype import type_name
 
@@ -422,7 +422,7 @@ class Tensor:
         if dtype is None:
             return f"tapegrad.{self.dtype.tensor_type}"
         if isinstance(dtype, str):
-            named = [d for d in D.BY_CODE if d.tensor_type == dtype.rpartition(".")[2]]
+            named = [d for d in D.ALL if d.tensor_type == dtype.rpartition(".")[2]]
             if not named or dtype.rpartition(".")[0] not in ("torch", "tapegrad"):
                 raise ValueError(f"invalid type: '{dtype}'")
             dtype = named[0]
@@ -431,7 +431,7 @@ class Tensor:
             raise ValueError(f"invalid type: '{mod}{dtype.__qualname__}'")
         elif not isinstance(dtype, D.dtype):
             raise TypeError("dtype must be a type, str, or dtype object")
-        return self.to(dtype)
+        return self.to(D.as_dtype(dtype, "type"))
 
 
 def _leaf_like(like, data, requires_grad=None):
@@ -653,6 +653,12 @@ def op_error(exc, op, a, b):
             "out-of-place form")
     sa = list(_shape_of(a))
     sb = list(_shape_of(b)) if b is not None and b >= 0 else None
+    if op.errors is not None:        # the op's own words for what its kernels refused
+        tb = type_name(D.BY_CODE[E.meta[b, L.M_DTYPE]]) if sb is not None else None
+        own = op.errors(OpError(code, exc.err, name, sa, sb,
+                                type_name(D.BY_CODE[E.meta[a, L.M_DTYPE]]), tb))
+        if own is not None:
+            return own
     if code == L.E_SHAPE:
         if sb is not None and op.kind == "binary":
             na, nb = len(sa), len(sb)
@@ -668,19 +674,7 @@ def op_error(exc, op, a, b):
         da = D.BY_CODE[E.meta[a, L.M_DTYPE]]
         if sb is not None:
             db = D.BY_CODE[E.meta[b, L.M_DTYPE]]
-            if da is not db:        # PyTorch's messages for mm, bmm, mv and dot
-                ca, cb = type_name(da), type_name(db)
-                if name == "dot":
-                    return RuntimeError(f"dot : expected both vectors to have same dtype, but "
-                                        f"found {ca} and {cb}")
-                if name == "mv" or (name == "matmul" and len(sb) == 1 and len(sa) > 2):
-                    return RuntimeError(f"addmv input tensors must have the same dtype, but "
-                                        f"got {cb}, {ca}, and {cb}")
-                if name in ("mm", "matmul") and len(sb) > 2:
-                    return RuntimeError(f"expected scalar type {ca} but found {cb}")
-                if name in ("mm", "matmul"):
-                    return RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                                        f"{ca.lower()} != {cb.lower()}")
+            if da is not db:
                 return RuntimeError(f"{name}: operands have dtypes {da.name} and {db.name}; "
                                     "convert one with .to(dtype)")
         return TypeError(f"{name}: not implemented for {da.name} tensors; use a floating "
@@ -705,13 +699,6 @@ def op_error(exc, op, a, b):
                             "tensor refers to a single memory location. Please clone() the "
                             "tensor before performing the operation.")
     if code == L.E_VALUE:
-        if name.startswith(("nll_loss", "cross_entropy")):
-            return IndexError(f"Target {int(exc.err[1])} is out of bounds.")
-        if name == "index_rows":
-            return IndexError(f"index {int(exc.err[1])} is out of bounds for dimension 0 "
-                              f"with size {int(exc.err[2])}")
-        if name == "binary_cross_entropy":
-            return RuntimeError("all elements of input should be between 0 and 1")
         return RuntimeError(f"{name}: an input value is outside the op's domain")
     if code == L.E_KERNEL:
         return RuntimeError(f"{name}: internal error in a compiled kernel (please report it "

@@ -1,6 +1,6 @@
 """PyTorch's non-differentiable utilities: value tests (equal, allclose, isclose, isnan,
 isinf, isfinite, all, any, count_nonzero), type tests (is_tensor, is_floating_point,
-numel) and constructors (as_tensor, eye, linspace, randint).
+numel) and constructors (as_tensor, eye, linspace).
 
 None of them carries a gradient, so NumPy computes them on the tensors' memory; reading
 values goes through _numpy_view, which is a graph break while tapegrad.compile records.
@@ -9,13 +9,14 @@ The Tensor methods are attached when this module is imported.
 import contextlib
 import numbers
 import re
-import warnings
 
 import numpy as np
 
 from . import creation as _creation
 from . import dtype as D
-from .creation import from_numpy, tensor, _creation_grad_check, _dtype_arg, _from_array, _size
+from .creation import from_numpy, tensor, _creation_grad_check, _dtype_arg, _from_array
+from .creation import _factory_out
+from .device import check_device
 from .._engine import sizes
 from .functions import _dims_mask
 from .math_ops import _check
@@ -24,7 +25,7 @@ from .tensor import Tensor, _numpy_view
 
 __all__ = ["equal", "allclose", "isclose", "isnan", "isinf", "isfinite", "all", "any",
            "count_nonzero", "is_floating_point", "is_tensor", "numel", "as_tensor", "eye",
-           "linspace", "randint"]
+           "linspace"]
 
 _HELPER_PREFIX = re.compile(r"^\w+(\(\))?: ")
 
@@ -185,10 +186,12 @@ def _shares_as_is(arr, dt):
     return native in D._NUMPY and (dt is None or dt.np == native)
 
 
-def as_tensor(data, dtype=None):
+def as_tensor(data, dtype=None, device=None):
     """data as a tensor without a copy where possible: a NumPy array of a supported dtype
     shares its memory (writes show through both ways); a tensor of the requested dtype is
-    returned itself; anything else is converted as tapegrad.tensor converts it."""
+    returned itself; anything else is converted as tapegrad.tensor converts it. device:
+    the CPU (tapegrad's only device)."""
+    check_device(device, "as_tensor")
     with _naming("as_tensor"):
         dt = None if dtype is None else _dtype_arg(dtype)
     if isinstance(data, Tensor):
@@ -227,7 +230,10 @@ def _named_grad_check(dt, requires_grad, fn):
         _creation_grad_check(dt, requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False):
+def eye(n, m=None, dtype=None, requires_grad=False, *, device=None, out=None):
+    check_device(device, "eye")
+    if out is not None:
+        return _factory_out(out, "eye", dtype, requires_grad, lambda dt: eye(n, m, dt))
     n = _int_arg(n, "n", "eye")
     m = n if m is None else _int_arg(m, "m", "eye")
     for name, value in (("n", n), ("m", m)):
@@ -316,7 +322,11 @@ def _linspace_values(start, end, steps, npdt):
         return values.astype(npdt)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start, end, steps, dtype=None, requires_grad=False, *, device=None, out=None):
+    check_device(device, "linspace")
+    if out is not None:
+        return _factory_out(out, "linspace", dtype, requires_grad,
+                            lambda dt: linspace(start, end, steps, dt))
     start, end = _bound(start, "start"), _bound(end, "end")
     steps = _int_arg(steps, "steps", "linspace")
     if steps > sizes.INT64_MAX:
@@ -330,57 +340,6 @@ def linspace(start, end, steps, dtype=None, requires_grad=False):
     _named_grad_check(dt, requires_grad, "linspace")
     sizes.check_new((steps,), dt.itemsize)   # (before NumPy computes the values)
     return _from_array(_linspace_values(start, end, steps, dt.np), dt, requires_grad)
-
-
-_MISSING = object()
-_INT64 = np.iinfo(np.int64)
-_EXACT_FLOAT_INTS = {D.float32: 24, D.float64: 53}
-
-
-def randint(*args, low=_MISSING, high=_MISSING, size=_MISSING, dtype=None):
-    """randint(high, size) or randint(low, high, size), as in PyTorch (low defaults to 0):
-    integers in [low, high) from tapegrad's generator, so manual_seed repeats them."""
-    given = {k: v for k, v in (("low", low), ("high", high), ("size", size))
-             if v is not _MISSING}
-    names = ("low", "high", "size") if len(args) + len(given) == 3 else ("high", "size")
-    if len(args) > len(names):
-        raise TypeError(f"randint() takes 2 or 3 positional arguments but {len(args)} were "
-                        "given: randint(high, size) or randint(low, high, size)")
-    for name, value in zip(names, args):
-        if name in given:
-            raise TypeError(f"randint() got multiple values for argument '{name}'")
-        given[name] = value
-    if set(given) != set(names):
-        raise TypeError(f"randint() received an invalid combination of arguments "
-                        f"({', '.join(sorted(given)) or 'none'}); expected randint(high, "
-                        "size) or randint(low, high, size)")
-    lo = _int_arg(given.get("low", 0), "low", "randint")
-    hi = _int_arg(given["high"], "high", "randint")
-    size = given["size"]
-    if not isinstance(size, (tuple, list)):
-        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not "
-                        f"{type(size).__name__}")
-    shape = _size((size,), "randint")
-    with _naming("randint"):
-        dt = _dtype_arg(dtype, D.int64)
-    for name, value in (("low", lo), ("high", hi)):
-        if not _INT64.min <= value <= _INT64.max:
-            raise ValueError(f"randint(): {name}={value} does not fit in int64")
-    if lo >= hi:
-        raise RuntimeError(f"randint(): expected 'low' to be less than 'high', but got "
-                           f"low={lo} >= high={hi}")
-    if dt is D.bool_ and (lo < 0 or hi > 2):
-        raise RuntimeError(f"randint(): the range [{lo}, {hi}) is out of bounds for bool")
-    bits = _EXACT_FLOAT_INTS.get(dt)
-    if bits is not None and not (-2 ** bits <= lo and hi - 1 <= 2 ** bits):
-        warnings.warn(f"randint(): high - 1 is out of bounds [-(2^{bits}), 2^{bits}]. Due "
-                      f"to precision limitations {dt.name} can support discrete uniform "
-                      "distribution only within this range.", UserWarning, stacklevel=2)
-    sizes.check_new(shape, dt.itemsize)      # (before NumPy draws the values)
-    if 0 in shape:
-        return _creation.zeros(shape, dtype=dt)
-    values = _creation._GEN[0].integers(lo, hi, size=shape, dtype=np.int64)
-    return _from_array(values.astype(dt.np), dt, False)
 
 
 def _attach():

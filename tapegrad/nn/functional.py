@@ -13,8 +13,10 @@ import numpy as np
 from .._front import dtype as D
 from .._engine import layout as L
 from .._front import math_ops as _math
-from .._front.math_ops import (leaky_relu, gelu, softplus, hardtanh, relu6, logsigmoid, softsign,
-                               _unary_param)
+from .._front import sampling as _sampling
+from .._front import generated as _generated  # noqa: F401  (the ops' declared fronts)
+from .._front import methods as _methods
+from .._front.math_ops import gelu, softplus, hardtanh, relu6, softsign, _unary_param
 # (private names: tapegrad.nn.functional exports PyTorch's functions only)
 from .._front.promotion import (result_type as _result_type, to as _to, from_array as _from_array,
                                 _type_name)
@@ -73,18 +75,6 @@ def _float_only(input, fn, kernel):
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(input.dtype)}'"
                                   f" ({fn} takes floating point tensors)")
-
-
-def silu(input, inplace=False):
-    """x * sigmoid(x), elementwise."""
-    _float_only(input, "silu", "silu_cpu")
-    return _unary_param("silu", input, inplace=inplace)
-
-
-def elu(input, alpha=1.0, inplace=False):
-    """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
-    _float_only(input, "elu", "elu_cpu")
-    return _unary_param("elu", input, float(alpha), inplace=inplace)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -278,7 +268,7 @@ def _pair(input, target, fn, strict=False):
         input, target = input.expand(shape), target.expand(shape)
     rt = _result_type(input, target)
     if not rt.is_floating_point:
-        rt = D.float32
+        rt = D.default_float()
     return _to(input, rt), _to(target, rt)
 
 
@@ -563,34 +553,21 @@ del L
 # ---------------------------------------------------------------- layers' functions
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes elements with probability p, scales the rest by 1 / (1 - p); the identity
-    when not training. The mask is drawn inside a kernel from one seed taken from
-    tapegrad's generator, so a compiled replay draws fresh masks the same way."""
+    when not training. As PyTorch's CPU dropout: a mask of bernoulli_(1 - p) draws from
+    the default generator, divided by 1 - p, times input (p = 1 multiplies by zero and
+    draws nothing); a compiled replay draws the same numbers."""
     _check(input, "input", "dropout")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
+    if not training or p == 0.0 or input.numel() == 0:
         return input
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    mask = _dropout_mask(input.shape, input.dtype, p, scale)
+    if p == 1.0:
+        return input.mul_(0.0) if inplace else input * 0.0
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{_type_name(input.dtype)}")
+    mask = _sampling.dropout_mask(input.shape, input.dtype, p)
     return input.mul_(mask) if inplace else input * mask
-
-
-def _dropout_mask(shape, dtype, p, scale):
-    from .._front.creation import _GEN, empty
-    from .._engine import layout as L, random as R
-    from .._engine.state import engine, native_entry, RECORDING
-    if not dtype.is_floating_point:
-        raise RuntimeError(f"dropout: expected a floating point tensor, got {dtype.name}")
-    mask = empty(*shape, dtype=dtype)
-    E = engine()
-    m = E.meta[mask._i]
-    addr = int(E.stor[m[L.M_SID], L.S_ADDR])
-    seed = int(_GEN[0].integers(0, 2 ** 63))
-    native_entry(R.fill_dropout, R.FILL_SIG)(
-        addr, int(m[L.M_NUMEL]), int(dtype is D.float64), seed, float(p), float(scale))
-    if RECORDING[0] is not None:
-        RECORDING[0].dropout_mask(mask._i, p, scale, shape, int(m[L.M_DTYPE]))
-    return mask
 
 
 def _embedding_options(max_norm, scale_grad_by_freq, sparse):
@@ -642,9 +619,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             D *= k
         wc = None if weight is None else weight.contiguous()      # (held until the op ran)
         bc = None if bias is None else bias.contiguous()
-        return _wrap(_run(BY_NAME["layer_norm"], input._i, -1 if wc is None else wc._i,
-                         s=float(eps), c=-1 if bc is None else bc._i,
-                         iargs=(input.numel() // D if D else 0, D)))
+        op = BY_NAME["layer_norm"]
+        return _wrap(_run(op, input._i, -1 if wc is None else wc._i, s=float(eps),
+                          c=-1 if bc is None else bc._i,
+                          iargs=op.pack(rows=input.numel() // D if D else 0, width=D)))
     x = input.reshape(*input.shape[:input.ndim - d], -1) if d != 1 else input
     xc = x - x.mean(-1, keepdim=True)
     y = xc / ((xc * xc).mean(-1, keepdim=True) + eps).sqrt()
@@ -728,7 +706,7 @@ def selu(input, inplace=False):
     """scale * x for x > 0, scale * alpha * (exp(x) - 1) otherwise (PyTorch's constants)."""
     _float_only(input, "selu", "elu_cpu")
     return _in_place(input, lambda x: (x * _SELU_SCALE).where(
-        x > 0, elu(x, _SELU_ALPHA * _SELU_SCALE)), inplace)
+        x > 0, elu(x, _SELU_ALPHA * _SELU_SCALE)), inplace)  # noqa: F821  (from the op table)
 
 
 def celu(input, alpha=1.0, inplace=False):
@@ -798,12 +776,6 @@ def softshrink(input, lambd=0.5):
         raise RuntimeError(f"lambda must be in range [0, {big:g}] for input dtype "
                            f"{_type_name(input.dtype)}, but found {lambd:g}")
     return input - input.clamp(-lambd, lambd)
-
-
-def hardshrink(input, lambd=0.5):
-    """x where |x| > lambd, else 0 (gradient 0 at +-lambd; a negative lambd keeps x)."""
-    lambd = _lambd(input, lambd, "hardshrink", "hardshrink_cpu")
-    return _where_scalar(input.abs() <= lambd, 0.0, input)
 
 
 def tanhshrink(input):
@@ -1030,3 +1002,6 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
         loss = loss + _where_scalar(target <= 1, 0.0, stirling)
     return _reduce(loss, red)
+
+
+_methods.install_functional(globals())      # the functions the op table declares (silu, ...)

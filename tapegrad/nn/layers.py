@@ -16,15 +16,15 @@ from .parameter import Parameter
 
 
 def _factory(device, dtype, fn):
-    """A layer's dtype (float32 unless given; float, int or bool taken for a dtype, as in
-    PyTorch), after checking device (tapegrad runs on the CPU)."""
+    """A layer's dtype (the default dtype unless given; float, int or bool taken for a
+    dtype, as in PyTorch), after checking device (tapegrad runs on the CPU)."""
     from .._front.promotion import as_dtype
     _creation.check_device(device, fn)
-    return D.float32 if dtype is None else as_dtype(dtype, fn)
+    return D.default_float() if dtype is None else as_dtype(dtype, fn)
 
 
 def _empty(*shape, dtype=None):
-    return _creation.empty(*shape, dtype=dtype or D.float32)
+    return _creation.empty(*shape, dtype=dtype or D.default_float())
 
 
 # ---------------------------------------------------------------- containers
@@ -791,10 +791,10 @@ class LayerNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(_creation.ones(*self.normalized_shape,
-                                                   dtype=dtype or D.float32))
+                                                   dtype=dtype))
             if bias:
                 self.bias = Parameter(_creation.zeros(*self.normalized_shape,
-                                                      dtype=dtype or D.float32))
+                                                      dtype=dtype))
             else:
                 self.register_parameter("bias", None)
         else:

@@ -297,6 +297,18 @@ class Module:
                         t.data = t.data.to(dtype)
         return self
 
+    def cpu(self):
+        """Move the parameters and buffers to the CPU, where tapegrad keeps every tensor
+        already; returns self."""
+        return self
+
+    def cuda(self, device=None):
+        """Move the parameters and buffers to a CUDA device, in PyTorch. tapegrad runs on
+        the CPU only: this raises what PyTorch's CPU-only build raises (use
+        `.to(device)` with device = "cuda" if tapegrad.cuda.is_available() else "cpu")."""
+        from .._front.device import refuse_cuda
+        refuse_cuda(device)
+
     def float(self):
         """Cast the floating point parameters and buffers to float32; returns self."""
         from .._front import dtype as D

@@ -15,10 +15,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """Scale the gradients in place so that their joint norm is at most max_norm; returns
     the norm before clipping (a 0-d tensor), as PyTorch does."""
     from .._front.promotion import from_array, bump_version
+    from .._front.dtype import default_float
     grads = _grads(parameters)
     norm_type = float(norm_type)
     if not grads:
-        return from_array(np.array(0.0, np.float32))
+        return from_array(np.array(0.0, default_float().np))
     dt = np.result_type(*[g.dtype.np for g in grads])     # (float64 if any is)
     arrays = [_numpy_view(g) for g in grads]
     if norm_type == np.inf:

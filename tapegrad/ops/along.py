@@ -18,7 +18,8 @@ from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, 
                             contiguous_strides, row_grad_addr, edge_grad_addr, input_shape,
                             out_numel, _gather)
 from .reduce import _advance_skipping
-from .registry import OpDef, register
+from .opinfo import NONZERO, Fixed, T, signed
+from .registry import OpDef, Sample, register, samples
 from ._vmath import exp, maxnum, vsum, vdot, vsqdev, pick
 
 _M = __name__
@@ -916,23 +917,64 @@ def layer_norm_bwd(caddr, row):
     return K_OK
 
 
-def _along(name, grad_fn, fwd, bwd, saves=(), per_dtype=False):
+def _along(name, grad_fn, fwd, bwd, saves=(), per_dtype=False, attrs=("dim", "keepdim")):
+    """attrs: the row's integer attributes (the dim, -1 for all, and keepdim first)."""
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=1,
-                          diff=(0,), saves_if={0: saves}, per_dtype=per_dtype))
+                          diff=(0,), saves_if={0: saves}, per_dtype=per_dtype, attrs=attrs))
 
 
-_along("softmax", "SoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",), True)
-_along("log_softmax", "LogSoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",), True)
-_along("logsumexp", "LogsumexpBackward0", "softmax_fwd", "softmax_bwd", ("a", "out"), True)
+_SOFTMAX_ATTRS = ("dim", "keepdim", "kind")     # kind: 0 softmax, 1 log_softmax, 2 logsumexp
+_VAR_ATTRS = ("dim", "keepdim", "correction", "std")
+
+
+_along("softmax", "SoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",), True,
+       _SOFTMAX_ATTRS)
+samples("softmax", "x.softmax(1)", "F.softmax(x, dim=0)", "L.softmax(x, -1)",
+        Sample("x.softmax(1)", x=T(2, 3, 4)), "x.t().softmax(0)",
+        errors=["x.softmax(2)", Sample("x.softmax(None)", xfail={"error": (
+            "message: tapegrad \"softmax(): argument 'dim' must be int, not NoneType\", "
+            "PyTorch's says \"argument 'dim' (position 1) must be int\"")})])
+_along("log_softmax", "LogSoftmaxBackward0", "softmax_fwd", "softmax_bwd", ("out",), True,
+       _SOFTMAX_ATTRS)
+samples("log_softmax", "x.log_softmax(1)", "F.log_softmax(x, dim=0)", "L.log_softmax(x, -1)",
+        Sample("x.log_softmax(0)", x=T(2, 3, 4)), errors=["x.log_softmax(-3)"])
+_along("logsumexp", "LogsumexpBackward0", "softmax_fwd", "softmax_bwd", ("a", "out"), True,
+       _SOFTMAX_ATTRS)
+samples("logsumexp", "x.logsumexp(1)", "L.logsumexp(x, 0, keepdim=True)",
+        "x.logsumexp((0, 1))", Sample("x.logsumexp(-1)", x=T(2, 3, 4)),
+        errors=["x.logsumexp(2)"])
 # (x's gradient reads x and the weight, the weight's reads x; the bias's reads neither)
 # (next_functions: three entries, None for an absent weight or bias, as PyTorch's)
 register(OpDef("layer_norm", "NativeLayerNormBackward0", "custom", module=_M,
                fwd_fn="layer_norm_fwd", bwd_fn="layer_norm_bwd", nin=3, diff=(0, 1, 2),
-               saves_if={0: ("a", "b"), 1: ("a",)}, per_dtype=True)).edges = (0, 1, 2)
+               saves_if={0: ("a", "b"), 1: ("a",)}, per_dtype=True,
+               attrs=("rows", "width"))).edges = (0, 1, 2)
+samples("layer_norm", "F.layer_norm(x, (4,), w, b)", "F.layer_norm(x, (4,))",
+        "F.layer_norm(x, [4], weight=w, eps=1e-3)", "F.layer_norm(x, (4,), None, b)",
+        Sample("F.layer_norm(x, (3, 4), w, b)", x=T(2, 3, 4), w=T(3, 4), b=T(3, 4)),
+        errors=["F.layer_norm(x, (3,))", Sample("F.layer_norm(x, (4,), w)", w=T(3))],
+        x=T(3, 4), w=T(4), b=T(4))
 _along("cumsum", "CumsumBackward0", "cumsum_fwd", "cumsum_bwd")
+samples("cumsum", "x.cumsum(1)", "L.cumsum(x, dim=0)", "x.cumsum(-1)",
+        Sample("x.cumsum(1)", x=T(2, 3, 4)), errors=["x.cumsum(2)"])
 # (the result is saved, as PyTorch saves it, only to be version-checked)
 _along("prod", "ProdBackward0", "prod_fwd", "prod_bwd", ("a", "out"))
+samples("prod", "x.prod()", "L.prod(x)", x=T(3, 4, domain=signed(0.5, 1.5)))
 _along("prod_dim", "ProdBackward1", "prod_fwd", "prod_bwd", ("a", "out"))
-_along("var", "VarBackward0", "var_fwd", "var_bwd", ("a",))
-_along("std", "StdBackward0", "var_fwd", "var_bwd", ("a", "out"))
+# (a zero, then two zeros, in a line: PyTorch's backward takes other paths there)
+samples("prod_dim", "x.prod(1)", "L.prod(x, 0, keepdim=True)", "x.prod(-1)",
+        Sample("x.prod(1)", x=Fixed([[0.5, 0.0, 1.5, -2.0], [0.0, 1.2, 0.0, 0.7],
+                                     [1.1, -0.9, 1.3, 0.8]], "float")),
+        errors=["x.prod(2)"], x=T(3, 4, domain=signed(0.5, 1.5)))
+_along("var", "VarBackward0", "var_fwd", "var_bwd", ("a",), attrs=_VAR_ATTRS)
+samples("var", "x.var()", "x.var(1)", "L.var(x, 0, unbiased=False)",
+        "x.var(1, keepdim=True, correction=0)", "L.var(x, dim=(0, 1))", "x.var(False)",
+        Sample("x.var(0)", x=T(2, 3, 4)), errors=["x.var(2)"])
+_along("std", "StdBackward0", "var_fwd", "var_bwd", ("a", "out"), attrs=_VAR_ATTRS)
+samples("std", "x.std()", "x.std(1)", "L.std(x, 0, unbiased=False)",
+        "x.std(1, keepdim=True, correction=0)", errors=["x.std(-3)"])
 _along("norm", "LinalgVectorNormBackward0", "norm_fwd", "norm_bwd", ("a", "out"))
+samples("norm", "x.norm()", "L.norm(x, 1, dim=1)", "x.norm(p=3, dim=0)",
+        "x.norm(dim=1, keepdim=True)", "x.norm(float('inf'), dim=1)", "x.norm(0.5)",
+        "L.norm(x, p='fro')", errors=["x.norm(dim=2)"],
+        x=T(3, 4, domain=NONZERO))

@@ -3,7 +3,8 @@ Python (its kernel only adopts the outputs Python made) and whose backward is Py
 (the sweep pauses there; see autograd/function.py)."""
 from .._engine.layout import K_OK, M_REFS, C_NOUTS
 from .._engine.lowlevel import ctx_of, meta_of, iargs_of, outs_of
-from .registry import OpDef, register
+from .opinfo import XY
+from .registry import OpDef, register, samples
 
 _M = __name__
 FV = 16     # forward-only iargs: the number of outputs, then their ids
@@ -29,3 +30,7 @@ def python_bwd(caddr, row):
 
 register(OpDef("py_function", "Backward", "python", module=_M, fwd_fn="adopt_outputs_fwd",
                bwd_fn="python_bwd", nin=3, diff=(0, 1, 2)))
+# (the node is named after the Function class: MulAddBackward, opinfo.MulAdd)
+samples("py_function", "MulAdd(L).apply(x, y)", "MulAdd(L).apply(x, 2 * y)",
+        "MulAdd(L).apply(x.t(), y.t())", grad_fn="MulAddBackward",
+        replay="an autograd.Function's forward and backward are Python", **XY)

@@ -16,7 +16,8 @@ from .._engine.lowlevel import jit, ctx_of, meta_of, tape_of, iargs_of, err_of, 
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             span, row_grad_addr, edge_grad_addr, input_shape, out_numel,
                             aligned_strides, aligned_contiguous_strides, is_contiguous)
-from .registry import OpDef, register
+from .opinfo import Fixed, Index, Mask, T
+from .registry import OpDef, Sample, register, samples
 
 _M = __name__
 FV = 16     # forward-only iargs: output ndim and shape (where)
@@ -389,9 +390,17 @@ def where_bwd(caddr, row):
     return K_OK
 
 
-def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None):
+def _row_out_of_bounds(e):
+    """PyTorch's words for a row index past the end."""
+    if e.code != E_VALUE:
+        return None
+    return IndexError(f"index {int(e.err[1])} is out of bounds for dimension 0 with size "
+                      f"{int(e.err[2])}")
+
+
+def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None, errors=None):
     op = OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin, diff=diff,
-               saves_if=saves_if)
+               saves_if=saves_if, errors=errors)
     op.edges = edges
     return register(op)
 
@@ -403,17 +412,64 @@ for _name, _grad_fn in (("index", "IndexBackward0"), ("index_select", "IndexSele
     # saves its input too, as PyTorch does; next_functions: the input's alone, as PyTorch's
     _index_op(_name, _grad_fn, "take_fwd", "take_bwd", 3, (0,),
               {0: ("a", "b", "c") if _name == "gather" else ("b", "c")}, edges=(0,))
+_READS = "the front computes the positions from the index values in Python (NumPy)"
+samples("index", "x[[0, 2]]", "x[m]", "x[i, j]", "x[:, j]", "x[k.t()]", "x[[0, 1], [2, 2]]",
+        errors=["x[[0, 3]]", Sample("x[m]", m=Mask(3, 5))], replay=_READS, x=T(3, 4),
+        i=Index(2, high=3), j=Index(2, high=4), k=Index(2, 2, high=3), m=Mask(3, 4))
+samples("index_select", "x.index_select(1, j)", "L.index_select(x, 0, i)",
+        errors=[Sample("x.index_select(0, i)", i=Fixed([0, 3])), "x.index_select(2, i)"],
+        replay=_READS, x=T(3, 4), i=Index(5, high=3), j=Index(3, high=4))
+samples("gather", "x.gather(1, g)", "L.gather(x, 0, h)", "x.gather(-1, g)",
+        errors=[Sample("x.gather(1, g)", g=Fixed([0, 1])), Sample("x.gather(1, g)",
+                                                                  g=Fixed([[0], [4], [1]]))],
+        replay=_READS, x=T(3, 4), g=Index(3, 2, high=4), h=Index(2, 4, high=3))
+samples("masked_select", "x.masked_select(m)", "L.masked_select(x, m)",
+        Sample("x.masked_select(m)", m=Mask(4)),
+        errors=[Sample("x.masked_select(m)", m=Mask(5), xfail={"error": (
+            "tapegrad raises NumPy's ValueError ('shape mismatch: objects cannot be "
+            "broadcast ...'), PyTorch RuntimeError('The size of tensor a (5) must match ...')")})],
+        replay=_READS, x=T(3, 4), m=Mask(3, 4))
 _index_op("index_rows", "IndexBackward0", "take_rows_fwd", "take_rows_bwd", 2, (0,),
-          {0: ("b",)}, edges=(0,))
+          {0: ("b",)}, edges=(0,), errors=_row_out_of_bounds)
+samples("index_rows", "x[i]", Sample("x[i]", i=Index(2, 2, high=3)), "x.t()[j]",
+        errors=[Sample("x[i]", i=Fixed([0, 3]))], x=T(3, 4), i=Index(5, high=3),
+        j=Index(2, high=4))
 # (next_functions: self and the values, as PyTorch's; the positions are tapegrad's)
 _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
           {0: ("b",), 2: ("b",)}, edges=(0, 2))
+samples("index_put", "put(x.clone(), i, v)", "put(x.clone(), i, w)", "put(x.clone(), m, 0.5)",
+        "x.clone().index_put_((j,), u, accumulate=True)", "put(x.clone(), (i, i), w[0])",
+        errors=[Sample("put(x.clone(), i, w)", w=T(5))], replay=_READS,
+        x=T(3, 4), i=Fixed([2, 0]), j=Fixed([2, 0, 2]), v=T(2, 4), w=T(4), u=T(3, 4),
+        m=Mask(3, 4))
 # a write through a view (x[1:3] = v, x[0].mul_(w)) is a write into its base, as PyTorch
 # records it (CopySlices); x[index_tensor] = v stays IndexPutBackward0
 _index_op("copy_slices", "torch::autograd::CopySlices", "index_put_fwd", "index_put_bwd", 3,
           (0, 2), {0: ("b",), 2: ("b",)}, edges=(0, 2))
+samples("copy_slices", "put(x.clone(), 1, w)", "put(x.clone(), slice(0, 2), w)",
+        "put(x.clone(), (slice(None), 1), u)", "put(x.clone(), (1, 2), 0.5)",
+        "x.clone()[0].mul_(w)",
+        errors=[Sample("put(x.clone(), 1, w)", w=T(3), xfail={"error": (
+            "message: tapegrad 'shape mismatch: value tensor of shape [3] cannot be broadcast "
+            "to indexing result of shape [4]', PyTorch (a copy_ into the view) 'The expanded "
+            "size of the tensor (4) must match the existing size (3) at non-singleton "
+            "dimension 0.  Target sizes: [4].  Tensor sizes: [3]'")})],
+        x=T(3, 4), w=T(4), u=T(3))
 _index_op("where", "WhereBackward0", "where_fwd", "where_bwd", 3, (0, 1),
           {0: ("c",), 1: ("c",)})
+samples("where", "L.where(m, x, y)", "x.where(m, y)", Sample("L.where(m, x, y)", y=T(4)),
+        Sample("L.where(m, x, y)", m=Mask(4)), Sample("L.where(m, x, 0.5)", replay=(
+            "the front makes the scalar a tensor (tapegrad.tensor) inside the call")),
+        errors=[Sample("L.where(m, x, y)", m=Mask(5), xfail={"error": (
+            "message: tapegrad 'where: shapes [5], [3, 4] and [3, 4] cannot be broadcast "
+            "together', PyTorch 'The size of tensor a (5) must match the size of tensor b "
+            "(4) at non-singleton dimension 1'")})],
+        x=T(3, 4), y=T(3, 4), m=Mask(3, 4))
 # masked_fill with a 0-d value that requires grad: where(mask, value, x)
 _index_op("masked_fill_tensor", "MaskedFillBackward1", "where_fwd", "where_bwd", 3, (0, 1),
           {0: ("c",), 1: ("c",)})
+samples("masked_fill_tensor", "x.masked_fill(m, v)", "L.masked_fill(x, m, v)",
+        Sample("x.masked_fill(m, v)", m=Mask(4)),
+        errors=[Sample("x.masked_fill(m, v)", v=T(2))],
+        replay="the front reads the mask with NumPy (_bool_mask) before the where row",
+        x=T(3, 4), v=T(), m=Mask(3, 4))

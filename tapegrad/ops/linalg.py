@@ -18,7 +18,8 @@ from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
                             grad_for_write, input_shape, contiguous_strides)
 from .reduce import numel, _advance_skipping
-from .registry import OpDef, register
+from .opinfo import T
+from .registry import OpDef, Sample, register, samples
 
 _M = __name__
 
@@ -403,13 +404,47 @@ def matmul_bwd(caddr, row):
     return K_OK
 
 
+def _dtype_mismatch(e):
+    """PyTorch's words for a product of two different float dtypes (each product's own)."""
+    if e.code != E_DTYPE or e.type_b is None or e.type_a == e.type_b:
+        return None
+    ca, cb, sa, sb = e.type_a, e.type_b, e.shape_a, e.shape_b
+    if e.name == "dot":
+        return RuntimeError(f"dot : expected both vectors to have same dtype, but found {ca} "
+                            f"and {cb}")
+    if e.name == "mv" or (e.name == "matmul" and len(sb) == 1 and len(sa) > 2):
+        return RuntimeError(f"addmv input tensors must have the same dtype, but got {cb}, "
+                            f"{ca}, and {cb}")
+    if len(sb) > 2:
+        return RuntimeError(f"expected scalar type {ca} but found {cb}")
+    return RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {ca.lower()} != "
+                        f"{cb.lower()}")
+
+
 def _mm(name, grad_fn):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn="matmul_fwd",
                           bwd_fn="matmul_bwd", nin=2, diff=(0, 1),
-                          saves_if={0: ("b",), 1: ("a",)}))
+                          saves_if={0: ("b",), 1: ("a",)}, errors=_dtype_mismatch))
 
 
 _mm("dot", "DotBackward0")
+samples("dot", "L.dot(x, y)", "x.dot(y)", "x @ y",
+        errors=[Sample("L.dot(x, y)", y=T(5)), Sample("L.dot(x, y)", x=T(3, 4), y=T(3, 4))],
+        x=T(4), y=T(4))
 _mm("mv", "MvBackward0")
+samples("mv", "L.mv(x, y)", "x.mv(y)", "x @ y", "x.t() @ y[:3]",
+        errors=[Sample("L.mv(x, y)", y=T(5))], x=T(3, 4), y=T(4))
 _mm("mm", "MmBackward0")
+samples("mm", "x @ y", "L.mm(x, y)", "L.matmul(x, y)", "x.mm(y)", "y.t() @ x.t()",
+        Sample("x.t() @ y", x=T(4, 3)),
+        errors=[Sample("x @ y", y=T(3, 5)), Sample("L.mm(x, y)", y=T(4), xfail={"error": (
+            "message: tapegrad 'mm: unexpected dims 2D and 1D', PyTorch 'mat2 must be a "
+            "matrix'")})],
+        x=T(3, 4), y=T(4, 5))
 _mm("matmul", "BmmBackward0")
+samples("matmul", "x @ y", "L.matmul(x, y)", "L.bmm(x, y)", "x @ y.transpose(1, 2).mT",
+        Sample("x @ y", y=T(4, 5)), Sample("x @ y", x=T(4)), Sample("x @ y", y=T(4)),
+        Sample("x @ y", x=T(3, 4), y=T(2, 4, 5)), Sample("x @ y", x=T(2, 1, 3, 4)),
+        errors=[Sample("x @ y", y=T(3, 4, 5)), Sample("x @ y", y=T(2, 3, 5)),
+                Sample("L.bmm(x, y)", y=T(4, 5))],
+        x=T(2, 3, 4), y=T(2, 4, 5))

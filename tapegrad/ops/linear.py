@@ -17,7 +17,8 @@ from .._engine.blas import gemm
 from .._engine.core import (data_addr, make_output, input_id, set_outputs1, row_grad_addr,
                             edge_grad_addr, grad_for_write, is_contiguous)
 from .linalg import _mat, _mat_in, _matmul_one, _matmul_bwd_2d
-from .registry import OpDef, register
+from .opinfo import T
+from .registry import OpDef, Sample, register, samples
 from ._vmath import pick
 
 _M = __name__
@@ -122,6 +123,14 @@ def linear_bwd(caddr, row):
 register(OpDef("linear", "AddmmBackward0", "custom", module=_M, fwd_fn="linear_fwd",
                bwd_fn="linear_bwd", nin=3, diff=(0, 1, 2), saves_if={1: ("c",), 2: ("b",)},
                per_dtype=True))
+samples("linear", "F.linear(x, w, b)", "F.linear(x, w, bias=b)", "L.nn.functional.linear(x, w, b)",
+        Sample("F.linear(x, w, b)", x=T(1, 4)),
+        errors=[Sample("F.linear(x, w, b)", w=T(5, 3)), Sample("F.linear(x, w, b)", b=T(4), xfail={
+            "error": "message: tapegrad 'The size of tensor a (5) must match the size of tensor "
+                     "b (4) at non-singleton dimension 1', PyTorch 'The expanded size of the "
+                     "tensor (5) must match the existing size (4) at non-singleton dimension 1.  "
+                     "Target sizes: [3, 5].  Tensor sizes: [4]'"})],
+        x=T(3, 4), w=T(5, 4), b=T(5))
 
 
 # ---------------------------------------------------------------- x @ W + b [then relu]
@@ -244,4 +253,9 @@ def _mm_bias(name, grad_fn, out):
 
 
 MM_BIAS = _mm_bias("mm_bias", "AddBackward0", ())
+# (made by fused replays only: the records check replays; the node's edges are x, W, b)
+_FUSED = dict(fused_only=True, next_fns=("AccumulateGrad",) * 3, x=T(3, 4), w=T(4, 5), b=T(5))
+samples("mm_bias", "x @ w + b", "b + x @ w", "L.addmm(b, x, w)", **_FUSED)
 MM_BIAS_RELU = _mm_bias("mm_bias_relu", "ReluBackward0", ("out",))
+samples("mm_bias_relu", "(x @ w + b).relu()", "F.relu(x @ w + b)", "L.relu(L.addmm(b, x, w))",
+        **_FUSED)

@@ -20,7 +20,8 @@ from .._engine.core import (data_addr, meta_contiguous, input_id, set_outputs1, 
                             is_contiguous, row_grad_addr, edge_grad_addr, out_numel)
 from .index import offsets
 from .along import _read, _write, _accumulate
-from .registry import OpDef, register
+from .opinfo import POS, PROB, T, XY, Fixed, Index
+from .registry import OpDef, Sample, register, samples
 from ._vmath import exp, log1p, maxnum, vsum, vsqdist, pick
 
 _M = __name__
@@ -669,29 +670,103 @@ def nll_bwd(caddr, row):
     return K_OK
 
 
+def _value_error(e):
+    """PyTorch's words for an input value a loss refuses."""
+    if e.code != E_VALUE:
+        return None
+    if e.name.startswith(("nll_loss", "cross_entropy")):
+        return IndexError(f"Target {int(e.err[1])} is out of bounds.")
+    if e.name == "binary_cross_entropy":
+        return RuntimeError("all elements of input should be between 0 and 1")
+    return None
+
+
 def _loss(name, grad_fn, fwd, bwd, diff, saves_if, per_dtype=False):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=3,
-                          diff=diff, saves_if=saves_if, per_dtype=per_dtype))
+                          diff=diff, saves_if=saves_if, per_dtype=per_dtype,
+                          errors=_value_error))
 
 
 _PW_SAVES = {0: ("a", "b", "c"), 1: ("a", "b", "c")}
 _loss("mse_loss", "MseLossBackward0", "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
+samples("mse_loss", "F.mse_loss(x, y)", "F.mse_loss(x, y, reduction='sum')",
+        "F.mse_loss(x, y, reduction='none')", "L.nn.MSELoss()(x, y)",
+        "F.mse_loss(x, y, weight=w)", errors=["F.mse_loss(x, y, reduction='bad')"],
+        x=T(3, 4), y=T(3, 4), w=T(3, 4, domain=POS, grad=False))
 _loss("huber_loss", "HuberLossBackward0", "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
+samples("huber_loss", "F.huber_loss(x, y)", "F.huber_loss(x, y, delta=0.5, reduction='sum')",
+        "F.huber_loss(x, y, reduction='none', delta=2.0)", "L.nn.HuberLoss(delta=0.7)(x, y)",
+        errors=["F.huber_loss(x, y, delta=0.0)"], **XY)
 _loss("smooth_l1_loss", "SmoothL1LossBackward0", "pointwise_fwd", "pointwise_bwd", (0, 1),
       _PW_SAVES)
+samples("smooth_l1_loss", "F.smooth_l1_loss(x, y)",
+        "F.smooth_l1_loss(x, y, beta=0.5, reduction='none')",
+        "L.nn.SmoothL1Loss(beta=2.0, reduction='sum')(x, y)",
+        errors=["F.smooth_l1_loss(x, y, beta=-1.0)"], **XY)
 _loss("binary_cross_entropy", "BinaryCrossEntropyBackward0", "pointwise_fwd", "pointwise_bwd",
       (0, 1), _PW_SAVES)
+samples("binary_cross_entropy", "F.binary_cross_entropy(x, y)",
+        "F.binary_cross_entropy(x, y, w, reduction='sum')",
+        "F.binary_cross_entropy(x, y, reduction='none')", "L.nn.BCELoss(weight=w)(x, y)",
+        errors=[Sample("F.binary_cross_entropy(x, y)", y=T(4, domain=PROB)),
+                "F.binary_cross_entropy(x + 1, y)"],
+        x=T(3, 4, domain=PROB), y=T(3, 4, domain=PROB), w=T(4, domain=POS, grad=False))
 _loss("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
       "pointwise_fwd", "pointwise_bwd", (0, 1), _PW_SAVES)
+samples("binary_cross_entropy_with_logits", "F.binary_cross_entropy_with_logits(x, y)",
+        "F.binary_cross_entropy_with_logits(x, y, pos_weight=p)",
+        "F.binary_cross_entropy_with_logits(x, y, w, reduction='none', pos_weight=p)",
+        "F.binary_cross_entropy_with_logits(x, y, w, reduction='sum')",
+        "L.nn.BCEWithLogitsLoss()(x, y)",
+        errors=[Sample("F.binary_cross_entropy_with_logits(x, y)", y=T(4, domain=PROB))],
+        x=T(3, 4), y=T(3, 4, domain=PROB), w=T(3, 4, domain=POS, grad=False),
+        p=T(4, domain=POS, grad=False))
+_CLASSES = dict(x=T(3, 4), t=Index(3, high=4), w=T(4, domain=POS, grad=False))
 _loss("nll_loss", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")}, True)
+samples("nll_loss", "F.nll_loss(x, t)", "F.nll_loss(x, t, w)",
+        "F.nll_loss(x, t, reduction='none')", "F.nll_loss(x, t, w, reduction='sum')",
+        Sample("F.nll_loss(x, t, ignore_index=1)", t=Fixed([1, 0, 3])),
+        Sample("F.nll_loss(x, t)", x=T(4), t=Fixed(2)),
+        Sample("F.nll_loss(x, t, w)", x=T(2, 4, 3), t=Index(2, 3, high=4)),
+        "L.nn.NLLLoss(weight=w)(x, t)",
+        errors=[Sample("F.nll_loss(x, t)", t=Index(2, high=4)),
+                Sample("F.nll_loss(x, t)", t=Fixed([0, 5, 1])),
+                Sample("F.nll_loss(x, t, w)", w=T(3, grad=False))], **_CLASSES)
 _loss("cross_entropy", "NllLossBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")},
       True)
+samples("cross_entropy", "F.cross_entropy(x, t, w)", "F.cross_entropy(x, t, label_smoothing=0.1)",
+        "F.cross_entropy(x, t, reduction='none')",
+        "F.cross_entropy(x, t, w, label_smoothing=0.2, reduction='sum')",
+        Sample("F.cross_entropy(x, t)", x=T(2, 4, 3), t=Index(2, 3, high=4)),
+        "L.nn.CrossEntropyLoss(weight=w)(x, t)",
+        errors=[Sample("F.cross_entropy(x, t, w)", t=Fixed([0, 5, 1])),
+                "F.cross_entropy(x, t, label_smoothing=1.5)",
+                Sample("F.cross_entropy(x, t)", t=T(3, grad=False), xfail={"error": (
+                    "a float target of the wrong shape: tapegrad 'cross_entropy: expected "
+                    "target of the input's shape [3, 4] for class probabilities, got [3]', "
+                    "PyTorch 'expected target dtype to be Long or Byte, but got Float'")})],
+        **_CLASSES)
 # A training step's call, N x C logits with no class weights, no label smoothing and a
 # reduced loss, has kernels of its own: they read the logits in place, and a program that
 # only makes such calls compiles neither the general kernels' code nor their other dtype's.
 _loss("cross_entropy_plain", "NllLossBackward0", "ce_plain_fwd", "ce_plain_bwd", (0,),
       {0: ("a", "b")}, True)
+samples("cross_entropy_plain", "F.cross_entropy(x, t)", "F.cross_entropy(x, t, reduction='sum')",
+        "L.nn.CrossEntropyLoss()(x, t)",
+        Sample("F.cross_entropy(x, t, ignore_index=1)", t=Fixed([1, 0, 3])),
+        errors=[Sample("F.cross_entropy(x, t)", t=Index(2, high=4)),
+                Sample("F.cross_entropy(x, t)", t=Fixed([0, 4, 1]))], **_CLASSES)
 # PyTorch's names for (N, C, H, W) inputs
 _loss("nll_loss2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("b", "c")}, True)
+samples("nll_loss2d", "F.nll_loss(x, t)", "F.nll_loss(x, t, reduction='none')",
+        "F.nll_loss(x, t, w, ignore_index=0)",
+        errors=[Sample("F.nll_loss(x, t)", t=Index(2, 2, 3, high=3), xfail={"error": (
+            "message: tapegrad 'size mismatch (got input: [2, 3, 2, 2], target: [2, 2, 3])', "
+            "PyTorch 'size mismatch (got input: [2, 3, 2, 2] , target: [2, 2, 3]'")})],
+        x=T(2, 3, 2, 2), t=Index(2, 2, 2, high=3), w=T(3, domain=POS, grad=False))
 _loss("cross_entropy2d", "NllLoss2DBackward0", "nll_fwd", "nll_bwd", (0,), {0: ("a", "b", "c")},
       True)
+samples("cross_entropy2d", "F.cross_entropy(x, t)",
+        "F.cross_entropy(x, t, label_smoothing=0.2, reduction='sum')",
+        "F.cross_entropy(x, t, w, reduction='none')",
+        x=T(2, 3, 2, 2), t=Index(2, 2, 2, high=3), w=T(3, domain=POS, grad=False))

@@ -14,7 +14,9 @@ from .._engine.lowlevel import jit, jit_reduction, ctx_of, meta_of, tape_of, out
 from .._engine.core import (data_addr, make_output, meta_contiguous, input_id, set_outputs1,
                             row_grad_addr, edge_grad_addr, input_shape, out_numel)
 from .._engine.core import span, contiguous_strides, transposed_tiles
-from .registry import OpDef, register
+from .opinfo import DISTINCT, Domain, T
+from .signature import Reduction
+from .registry import OpDef, Sample, register, samples
 from ._vmath import vsum, maxnum, minnum, pick
 
 _M = __name__
@@ -324,6 +326,75 @@ def sum_bwd(caddr, row):
             s *= shape[d]
     scale = 1.0 / count if T[row, R_IATTR + 2] else 1.0
     scatter_grad(C, row, ga, numel(shape), shape, contiguous_strides(nd, shape), ost, scale)
+    return K_OK
+
+
+# ------------------------------------------------------------------ nansum
+@jit
+def _nansum_into(A, shape, ast, ost, O):
+    """O = the sums over the reduced dims (ost 0) of A's elements that are not NaN,
+    accumulated in float64 in memory order."""
+    nd = shape.shape[0]
+    acc = np.zeros(O.shape[0], np.float64)
+    idx = np.zeros(max(nd, 1), np.int64)
+    px = 0
+    py = 0
+    for _ in range(numel(shape)):
+        v = A[px]
+        if v == v:
+            acc[py] += v
+        px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
+    for i in range(O.shape[0]):
+        O[i] = acc[i]
+
+
+@jit
+def _nansum_grad(A, shape, ast, ost, G, GA):
+    """GA (contiguous) += G broadcast back over the reduced dims, 0 where A is NaN."""
+    nd = shape.shape[0]
+    idx = np.zeros(max(nd, 1), np.int64)
+    px = 0
+    py = 0
+    for k in range(numel(shape)):
+        if A[px] == A[px]:
+            GA[k] += G[py]
+        px, py = _step(idx, shape, ast, ost, px, py, nd - 1)
+
+
+def nansum_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    a, dt, mask, shape, ast, ost, out = _reduction_output(C, row)
+    if out < 0:
+        return out
+    n = M[out, M_NUMEL]
+    if dt == F32:
+        _nansum_into(f32_at(data_addr(C, a), span(M, a)), shape, ast, ost,
+                     f32_at(data_addr(C, out), n))
+    else:
+        _nansum_into(f64_at(data_addr(C, a), span(M, a)), shape, ast, ost,
+                     f64_at(data_addr(C, out), n))
+    return set_outputs1(C, out)
+
+
+def nansum_bwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    ga = edge_grad_addr(C, row, 0)
+    if ga == 0:
+        return K_OK
+    sa = T[row, R_IN + IN_SAVED]
+    shape, ast, oshape, ost = _reduced_layout(M, sa, T[row, R_IATTR], T[row, R_IATTR + 1])
+    n = M[sa, M_NUMEL]
+    no = out_numel(T, row)
+    g = row_grad_addr(C, row, 0)
+    if T[row, R_ODTYPE] == F32:
+        _nansum_grad(f32_at(data_addr(C, sa), span(M, sa)), shape, ast, ost, f32_at(g, no),
+                     f32_at(ga, n))
+    else:
+        _nansum_grad(f64_at(data_addr(C, sa), span(M, sa)), shape, ast, ost, f64_at(g, no),
+                     f64_at(ga, n))
     return K_OK
 
 
@@ -722,22 +793,77 @@ def extreme_dim_bwd(caddr, row):
     return K_OK
 
 
+# the integer attributes of a reduction row, as its kernels read them (R_IATTR + k): the
+# mask of reduced dims, keepdim, and what the shared kernels compute (sum or mean, the
+# largest or the smallest)
+_SUM_ATTRS = ("dims", "keepdim", "mean")
+_EXTREME_ATTRS = ("dims", "keepdim", "which")
+
+
 def _reduction(name, grad_fn, fwd, bwd, **kw):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=1,
                           diff=(0,), **kw))
 
 
-_reduction("sum", "SumBackward0", "sum_fwd", "sum_bwd")
-_reduction("sum_dim", "SumBackward1", "sum_fwd", "sum_bwd")
-_reduction("mean", "MeanBackward0", "sum_fwd", "sum_bwd")
-_reduction("mean_dim", "MeanBackward1", "sum_fwd", "sum_bwd")
-_reduction("max", "MaxBackward1", "extreme_all_fwd", "extreme_all_bwd",
+_reduction("sum", "SumBackward0", "sum_fwd", "sum_bwd", attrs=_SUM_ATTRS)
+samples("sum", "x.sum()", "L.sum(x)", Sample("x.sum()", x=T(2, 3, 4)), "x.t().sum()")
+_reduction("sum_dim", "SumBackward1", "sum_fwd", "sum_bwd", attrs=_SUM_ATTRS)
+samples("sum_dim", "x.sum(0)", "L.sum(x, dim=1, keepdim=True)", "x.sum(-1)", "x.sum((0, 1))",
+        Sample("x.sum((0, 2))", x=T(2, 3, 4)), "x.t().sum(1)",
+        errors=["x.sum(2)", "x.sum((0, 0))", "x.sum(dim=-3)"])
+_reduction("mean", "MeanBackward0", "sum_fwd", "sum_bwd", attrs=_SUM_ATTRS)
+samples("mean", "x.mean()", "L.mean(x)", Sample("x.mean()", x=T(2, 3, 4)))
+_reduction("mean_dim", "MeanBackward1", "sum_fwd", "sum_bwd", attrs=_SUM_ATTRS)
+samples("mean_dim", "x.mean(0)", "L.mean(x, dim=1, keepdim=True)", "x.mean((0, 1))",
+        Sample("x.mean((0, 2))", x=T(2, 3, 4)), errors=["x.mean(2)"])
+_reduction("max", "MaxBackward1", "extreme_all_fwd", "extreme_all_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("a", "out")})
-_reduction("min", "MinBackward1", "extreme_all_fwd", "extreme_all_bwd",
+samples("max", "x.max()", "L.max(x)", Sample("x.max()", x=T(2, 3, 4, domain=DISTINCT)),
+        x=T(3, 4, domain=DISTINCT))
+_reduction("min", "MinBackward1", "extreme_all_fwd", "extreme_all_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("a", "out")})
-_reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd",
+samples("min", "x.min()", "L.min(x)", x=T(3, 4, domain=DISTINCT))
+_NAMEDTUPLE = ("a compiled function returning the (values, indices) namedtuple fails on "
+               "replay: TypeError: max.__new__() missing 1 required positional argument "
+               "'indices' (replay/compiled.py _rebuild passes one generator)")
+_reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("out",)}, saved_out=1)          # the indices
-_reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd",
+samples("max_dim", "x.max(1)", "L.max(x, dim=0, keepdim=True)", "x.max(-1)",
+        Sample("x.max(1)", x=T(2, 3, 4, domain=DISTINCT)),
+        errors=["x.max(2)"], x=T(3, 4, domain=DISTINCT), xfail={"replay": _NAMEDTUPLE})
+_reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("out",)}, saved_out=1)
-_reduction("amax", "AmaxBackward0", "amax_fwd", "amax_bwd", saves_if={0: ("a", "out")})
-_reduction("amin", "AminBackward0", "amax_fwd", "amax_bwd", saves_if={0: ("a", "out")})
+samples("min_dim", "x.min(1)", "L.min(x, dim=0, keepdim=True)", errors=["x.min(-3)"],
+        x=T(3, 4, domain=DISTINCT), xfail={"replay": _NAMEDTUPLE})
+WITH_NAN = Domain("[-2, 2] with every third value NaN", lambda rng, shape: np.where(
+    np.arange(int(np.prod(shape))).reshape(shape) % 3 == 1, np.nan, rng.uniform(-2, 2, shape)))
+def _nansum_cast(x, dtype):
+    """nansum's dtype=: NaN counts as 0 before a cast to an integer or bool dtype, as in
+    PyTorch (a float one keeps NaN, which the kernel skips)."""
+    return x.to(dtype) if dtype.is_floating_point else x.masked_fill(x != x, 0).to(dtype)
+
+
+_reduction("nansum", "NansumBackward0", "nansum_fwd", "nansum_bwd",
+           attrs=("dims", "keepdim"), saves_if={0: ("a",)},
+           front=Reduction(dim=None, dtype=True, numpy="sum", numpy_dtype="int64",
+                           convert=_nansum_cast,
+                           doc="The sum over dim (all dims by default), NaN counted as 0 (its "
+                               "gradient is 0 too)."))
+samples("nansum", "x.nansum()", "L.nansum(x, 1)", "x.nansum((0, 1), keepdim=True)",
+        "L.nansum(x, dim=-1, dtype=L.float64)", "x.t().nansum(0)",
+        Sample("x.nansum(1)", x=T(3, 4, domain=WITH_NAN)),
+        errors=["x.nansum(2)", "x.nansum((0, 0))", "L.nansum(x, 1, 1)"])
+_EXTREMES = dict(attrs=_EXTREME_ATTRS, saves_if={0: ("a", "out")})
+_reduction("amax", "AmaxBackward0", "amax_fwd", "amax_bwd", **_EXTREMES,
+           front=Reduction(attrs=dict(which=0), numpy="max", identity=False,
+                           doc="The largest value over dim (all dims by default); the "
+                               "gradient is shared evenly among equal maxima."))
+samples("amax", "x.amax(1)", "L.amax(x, (0, 1))", "x.amax(0, keepdim=True)", "x.amax()",
+        Sample("L.amax(x, (0, 2))", x=T(2, 3, 4, domain=DISTINCT)),
+        errors=["x.amax(2)", "x.amax((1, 1))"], x=T(3, 4, domain=DISTINCT))
+_reduction("amin", "AminBackward0", "amax_fwd", "amax_bwd", **_EXTREMES,
+           front=Reduction(attrs=dict(which=1), numpy="min", identity=False,
+                           doc="The smallest value over dim (all dims by default); the "
+                               "gradient is shared evenly among equal minima."))
+samples("amin", "x.amin(1)", "L.amin(x, (0, 1))", "x.amin(-1, keepdim=True)",
+        x=T(3, 4, domain=DISTINCT))

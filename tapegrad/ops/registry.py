@@ -5,16 +5,18 @@ backward needs. For elementwise ops the kernels are *formulas* (like PyTorch's
 derivatives.yaml): which inputs are saved (and so version-checked) is read off the
 gradient formulas, and the forward/backward kernels are generated from them. Other
 families point at hand-written kernels in their module. Kernels are compiled on first
-use, per op, and cached on disk.
+use, per op, and cached on disk. Each entry also carries its OpInfo, the samples that
+tests/ops/test_every_op.py checks it with (samples(), declared after the definition).
 """
 # tapegrad: no kernels (pure Python: editing it recompiles nothing)
 import importlib
-import re
 import types
 
 from .._engine import layout as L
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import KERNEL_SIG, cfunc
+from .opinfo import T
+from ._codegen import formula_names as _names
 
 OPS = []          # index = opcode
 BY_NAME = {}
@@ -26,16 +28,21 @@ class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
                  "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype", "edges",
-                 "multi_view", "overlap_ok")
+                 "multi_view", "overlap_ok", "info", "front", "attrs", "errors")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
                  saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None,
-                 per_dtype=False):
+                 per_dtype=False, front=None, attrs=(), errors=None):
         """saves_if[k]: the values ("a", "b", "out") the gradient of input k reads, so
         they are saved (and version-checked) only when input k requires grad, as in
         PyTorch; read off the formulas for elementwise ops. saved_out: which output "out"
         means. per_dtype: hand-written kernels compiled once per slot, with the module
-        global KERNEL_DTYPE fixed to the slot's dtype (see _per_dtype)."""
+        global KERNEL_DTYPE fixed to the slot's dtype (see _per_dtype). front: how users
+        call it, when the front is built from the declaration (signature.py). attrs: the
+        names of its integer attributes, in the order its kernels read them (R_IATTR + k),
+        so the front passes them by name (pack). errors(OpError): the exception PyTorch
+        raises where this op's kernels refused (a status and its details), or None for the
+        front's general words."""
         self.name = name
         self.grad_fn = grad_fn
         self.kind = kind            # "unary", "binary" (formula ops), "custom" or "python"
@@ -57,6 +64,10 @@ class OpDef:
         # in place, a formula that never reads a writes elements independently of each
         # other, so memory shared between elements is no hazard (layout.OF_OVERLAP_OK)
         self.overlap_ok = kind in ("unary", "binary") and "a" not in _names(forward)
+        self.info = None            # its OpInfo: how to reach and test it (samples())
+        self.front = front
+        self.attrs = tuple(attrs)
+        self.errors = errors
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
             self.saves_if = {k: _names(gf) & {"a", "b", "out"}
@@ -66,6 +77,24 @@ class OpDef:
             self.nin = nin
             self.saves_if = {k: set(v) for k, v in (saves_if or {}).items()}
             self.diff = tuple(diff or ())
+
+    def slot(self, name):
+        """The index of integer attribute name among the op's (its kernels read it at
+        R_IATTR + index): for a front's fast path that writes the engine's iargs itself."""
+        try:
+            return self.attrs.index(name)
+        except ValueError:
+            raise TypeError(f"{self.name}: no attribute {name!r} (it has {self.attrs})") \
+                from None
+
+    def pack(self, **values):
+        """The op's integer attributes given by name, in its kernels' order."""
+        missing = [a for a in self.attrs if a not in values]
+        extra = [a for a in values if a not in self.attrs]
+        if missing or extra:
+            raise TypeError(f"{self.name}: attributes {self.attrs}; missing {missing}, "
+                            f"unknown {extra}")
+        return tuple(int(values[a]) for a in self.attrs)
 
     def saves_mask(self, k):
         names = self.saves_if.get(k, ())
@@ -128,11 +157,16 @@ def _per_dtype(fn, slot):
     return copy
 
 
-_IDENT = re.compile(r"[A-Za-z_]\w*")
+class OpError:
+    """What an op's error hook (OpDef.errors) reads: the engine's status (code, the
+    layout.E_* name), its details (err: the engine's err array), the op's name, and its
+    operands' shapes and PyTorch type names ("Float", "Double"; None without a second
+    operand)."""
+    __slots__ = ("code", "err", "name", "shape_a", "shape_b", "type_a", "type_b")
 
-
-def _names(formula):
-    return set(_IDENT.findall(formula))
+    def __init__(self, code, err, name, shape_a, shape_b, type_a, type_b):
+        self.code, self.err, self.name = code, err, name
+        self.shape_a, self.shape_b, self.type_a, self.type_b = shape_a, shape_b, type_a, type_b
 
 
 def register(op):
@@ -140,6 +174,96 @@ def register(op):
     OPS.append(op)
     BY_NAME[op.name] = op
     return op
+
+
+# ---------------------------------------------------------------- OpInfo: an op's samples
+CHECKS = ("records", "forward", "gradcheck", "torch_grad", "replay", "fused", "error")
+
+
+class Sample:
+    """One public call that records an op: a Python expression over L (tapegrad, or torch
+    for the comparison), F (L.nn.functional), the sample's inputs by name and the helper
+    programs of ops/opinfo.py (HELPERS). Keyword arguments named in OPTIONS override the
+    OpInfo's for this call; any other keyword is an input (an opinfo.Arg) added to or
+    replacing the OpInfo's. xfail: a known mismatch with PyTorch, an expected failure:
+    {check: reason} (a check of CHECKS, optionally suffixed "-float32" or "-float64"), or
+    one reason for every check (a call tapegrad refuses)."""
+    OPTIONS = ("torch", "dtypes", "grad", "records", "next_fns", "replay", "fuses", "rtol",
+               "xfail")
+    __slots__ = ("call", "given", "inputs") + OPTIONS
+
+    def __init__(self, call, **kw):
+        self.call = call
+        self.given = {k: kw.pop(k) for k in list(kw) if k in self.OPTIONS}
+        self.inputs = kw
+
+    def resolve(self, defaults, inputs):
+        """Fill what the sample does not give from its OpInfo's defaults and inputs."""
+        for k, v in defaults.items():
+            setattr(self, k, self.given.get(k, v))
+        self.inputs = {**inputs, **self.inputs}
+        if isinstance(self.xfail, str):
+            self.xfail = dict.fromkeys(CHECKS, self.xfail)
+        bad = [k for k in self.xfail if k.split("-")[0] not in CHECKS]
+        if bad:
+            raise ValueError(f"{self.call}: xfail of unknown checks {bad} (known: {CHECKS})")
+        return self
+
+    def xfail_reason(self, check, dtype):
+        """Why check fails for this sample in dtype ("float32", "float64"), or None."""
+        return self.xfail.get(f"{check}-{dtype}") or self.xfail.get(check)
+
+    def __repr__(self):
+        return f"Sample({self.call!r})"
+
+
+class OpInfo:
+    """How a user reaches an op and how the registry-driven test checks it
+    (tests/ops/test_every_op.py), declared with samples() next to the op's OpDef.
+
+    calls: one sample each, a string (see Sample) or a Sample. PyTorch runs the same
+    spelling unless torch= gives its own. Inputs are keyword arguments, name=opinfo.Arg
+    (shape, value domain, dtype kind, requires_grad: the differentiable inputs); without
+    any, x is a float (3, 4) tensor in [-2, 2]. A sample uses the inputs its call names.
+
+    dtypes: the float dtypes of the float inputs (gradients are checked in float64 only).
+    grad: True, or why gradients cannot be checked (a bool result). records: True (the
+    output's graph holds a node named grad_fn, default the op's), or why not; next_fns:
+    the names that node's next_functions must list, pinning the op where several share a
+    name. replay: True (tapegrad.compile replays the call with no graph break), or why it
+    breaks (the test then expects the CompileWarning and eager results). fuses: in a fused
+    replay the op joins an elementwise chain. fused_only: only a fused replay records the
+    op (its records check runs there). errors: calls (strings or Samples) that must raise
+    PyTorch's error, type and message. rtol: {"float32": r, "float64": r, "grad": r} where
+    the defaults (1e-6, 1e-12 and 1e-12 for float64 gradients) are out of reach, with the
+    reason next to it. xfail: as Sample's, for every sample.
+    """
+    __slots__ = ("samples", "errors", "grad_fn", "fused_only")
+
+    def __init__(self, *calls, torch=None, dtypes=("float32", "float64"), grad=True,
+                 records=True, grad_fn=None, next_fns=None, replay=True, fuses=False,
+                 fused_only=False, errors=(), rtol=None, xfail=None, **inputs):
+        if not calls:
+            raise ValueError("an OpInfo needs at least one call")
+        defaults = dict(torch=torch, dtypes=tuple(dtypes), grad=grad, records=records,
+                        next_fns=next_fns, replay=replay, fuses=fuses, rtol=rtol or {},
+                        xfail=xfail or {})
+        inputs = inputs or {"x": T(3, 4)}
+        self.samples = [(c if isinstance(c, Sample) else Sample(c)).resolve(defaults, inputs)
+                        for c in calls]
+        self.errors = [(c if isinstance(c, Sample) else Sample(c)).resolve(defaults, inputs)
+                       for c in errors]
+        self.grad_fn = grad_fn
+        self.fused_only = fused_only
+
+
+def samples(name, *calls, **kw):
+    """Attach OpInfo(*calls, **kw) to the op registered as name (declared right after
+    the op's definition in its family module); an op has one."""
+    op = BY_NAME[name]
+    if op.info is not None:
+        raise ValueError(f"op {name} has an OpInfo already")
+    op.info = OpInfo(*calls, **kw)
 
 
 def fill_opinfo(opinfo, ops=None):

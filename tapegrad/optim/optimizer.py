@@ -6,6 +6,7 @@ import copy
 import numpy as np
 
 from .._front import creation as _creation
+from .._front.dtype import float32 as _F32
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
 from .._engine.state import RECORDING, native_entry
@@ -243,7 +244,7 @@ class Optimizer:
     def _init_state(self, p, group):
         st = {}
         if self.has_step:
-            st["step"] = _creation.tensor(0.0)
+            st["step"] = _creation.tensor(0.0, dtype=_F32)    # (what the kernels read)
         for name in self.buffers:
             if self._buffer_on(name, group):
                 st[name] = self._new_buffer(name, p, group)
@@ -290,7 +291,8 @@ class Optimizer:
                 st = _State()
                 for k, v in saved.items():
                     if k == "step":                 # a float32 0-d tensor, whatever was saved
-                        v = _creation.tensor(float(v.item() if isinstance(v, Tensor) else v))
+                        v = _creation.tensor(float(v.item() if isinstance(v, Tensor) else v),
+                                             dtype=_F32)
                     elif isinstance(v, Tensor):
                         v = v.detach().to(p.dtype).clone()
                         if tuple(v.shape) != tuple(p.shape):

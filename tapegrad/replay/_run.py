@@ -29,7 +29,8 @@ I_FREE = 4      # slots...
 I_ALIAS = 5     # kind (0 detach, 1 .data), source, destination
 I_GRAD = 6      # tensor, destination: the tensor's .grad
 I_GRADNONE = 7  # tensor, 1: zero it in place / 0: .grad = None
-I_RAND = 8      # destination, dtype, ndim, p bits, scale bits, seed index, shape...
+I_RAND = 8      # destination, dtype, ndim, keep bits, scale bits, generator index,
+                # shape... (H_SEEDS: the generators' state addresses, per step)
 I_IADD = 9      # int64 tensor (contiguous), value: t += value (BatchNorm's batch counter)
 I_ALT = 10      # skip: follows an I_OP of a fused op; the instructions it replaced come
                 # next, `skip` words: jumped over when the fused op ran, run when it

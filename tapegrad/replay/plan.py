@@ -14,10 +14,10 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
-from .._engine import random
+from .._engine import mt19937
 from .._engine.state import (engine, RECORDING, _OP_SIG, _SWEEP_SIG, _ENTRY_SIGS,
                              native_entry, EngineError)
-from .._front import creation as _CREATION
+from .._front.generator import default_generator
 from ..ops.registry import OPS
 from .fuse import fuse as fuse_elementwise, fuse_bias
 from .recorder import (GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD,
@@ -60,7 +60,7 @@ class Program:
         self.ext = []               # wrappers keeping outside tensors alive (and their ids)
         self.optim = []             # (optimizer, group index, ids table, hyper array,
                                     #  ids of the group's parameters the table left out)
-        self.rand = []              # dropout draws, in order (one seed each per step)
+        self.rand = []              # dropout draws, in order (each per step)
         code = []
         uses = []                   # per instruction: slots read
         defs = []                   # per instruction: slots defined
@@ -190,12 +190,12 @@ class Program:
                     s = where[x] = self._slot(_EXT)
                     self.ext.append((s, rec.held[y]))
                 elif what == PY_RAND:
-                    prob, scale, shape, dt = rec.objects[y]
+                    keep, scale, shape, dt = rec.objects[y]
                     d = where[x] = self._slot(_OWN)
-                    bits = np.array([prob, scale], np.float64).view(np.int64).tolist()
+                    bits = np.array([keep, scale], np.float64).view(np.int64).tolist()
                     code.append([X.I_RAND, 8 + len(shape), d, dt, len(shape), bits[0], bits[1],
                                  len(self.rand)] + list(shape))
-                    self.rand.append(prob)
+                    self.rand.append(keep)
                     uses.append([])
                     defs.append([d])
                 p += 4
@@ -275,7 +275,7 @@ def small_natives(which=None):
                X.H_DETACH: (core.detach, _ENTRY_SIGS["detach"]),
                X.H_DATA: (core.data_alias, _ENTRY_SIGS["data_alias"]),
                X.H_NEW: (core.new_tensor, _ENTRY_SIGS["new_tensor"]),
-               X.H_FILL: (random.fill_dropout, random.FILL_SIG)}
+               X.H_FILL: (mt19937.fill_dropout, mt19937.FILL_SIG)}
     with kernel_cache():
         return {h: native_address(*entries[h]) for h in entries
                 if which is None or h in which}
@@ -479,9 +479,9 @@ class Runner:
         return retids[:, :len(pg.ret_slots)]
 
     def _seeds(self, k):
-        gen = _CREATION._GEN[0]
-        return np.array([int(gen.integers(0, 2 ** 63)) for _ in range(k * len(self.pg.rand))]
-                        + [0], np.int64)
+        """What each step's dropout draws from: the default generator's state (its
+        address), drawn from as the step runs, so replayed masks are the eager ones."""
+        return np.full(k * len(self.pg.rand) + 1, default_generator._addr, np.int64)
 
     def _run(self, argids, retids, seeds, measure):
         """(The caller, __call__, holds the engine's lock.)"""

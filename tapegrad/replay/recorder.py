@@ -108,8 +108,8 @@ class Recorder:
             c[L.C_REC] = saved
             RECORDING[0] = self
 
-    def dropout_mask(self, t, p, scale, shape, dtype_code):
-        self.objects.append((p, scale, tuple(shape), dtype_code))
+    def dropout_mask(self, t, keep, scale, shape, dtype_code):
+        self.objects.append((keep, scale, tuple(shape), dtype_code))
         self.event(PY_RAND, t, len(self.objects) - 1)
 
     def created(self, t):

@@ -13,7 +13,7 @@ import types
 
 NAMESPACES = ("tapegrad", "tapegrad.nn", "tapegrad.nn.functional", "tapegrad.nn.init",
               "tapegrad.nn.utils", "tapegrad.optim", "tapegrad.optim.lr_scheduler",
-              "tapegrad.autograd", "tapegrad.testing")
+              "tapegrad.autograd", "tapegrad.testing", "tapegrad.utils.data")
 
 # Public callables that carry no docstring on purpose, each with the reason.
 _KERNEL = ("a compiled Numba update kernel the optimizer calls (not PyTorch API); its "

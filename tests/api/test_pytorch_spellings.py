@@ -57,7 +57,8 @@ def test_new_filled_keep_dtype_and_never_require_grad(name, fill):
         getattr(src, name)(-1)
     with pytest.raises(TypeError, match=name):
         getattr(src, name)(2.5)
-    with pytest.raises(RuntimeError, match=f"{name}\\(\\): tapegrad runs on the CPU only"):
+    with pytest.raises(RuntimeError, match="not compiled with CUDA enabled: tapegrad runs on "
+                                           "the CPU only"):
         getattr(src, name)(2, device="cuda")
 
 
@@ -182,7 +183,7 @@ def test_uniform_and_normal_errors():
         x.uniform_(1, 0)
     with pytest.raises(RuntimeError, match="normal expects std >= 0.0, but found std -1"):
         x.normal_(0, -1)
-    with pytest.raises(RuntimeError, match="uniform_: from is out of bounds for float32"):
+    with pytest.raises(RuntimeError, match="^from is out of bounds for float$"):
         x.uniform_(float("-inf"), 0)
     with pytest.raises(TypeError, match=r"uniform_\(\) got an unexpected keyword argument 'a'"):
         x.uniform_(a=0, b=1)                                # (as in PyTorch: from=, to=)

@@ -625,13 +625,15 @@ def test_adam_decoupled_weight_decay_is_adamw():
     assert ob.param_groups[0]["decoupled_weight_decay"] is True
 
 
-def test_init_refuses_generators():
+def test_init_takes_generators():
     w = tg.empty(3, 4)
     for fn in (tg.nn.init.uniform_, tg.nn.init.normal_, tg.nn.init.xavier_uniform_,
                tg.nn.init.xavier_normal_, tg.nn.init.kaiming_uniform_,
-               tg.nn.init.kaiming_normal_):
+               tg.nn.init.kaiming_normal_, tg.nn.init.trunc_normal_):
         assert fn(w, generator=None) is w
-        with pytest.raises(NotImplementedError, match="generator"):
+        a = fn(w, generator=tg.Generator().manual_seed(3)).clone()
+        assert tg.equal(fn(w, generator=tg.Generator().manual_seed(3)), a)
+        with pytest.raises(TypeError, match="generator"):
             fn(w, generator=object())
         with pytest.raises(TypeError):
             fn(w, generater=None)
@@ -672,6 +674,8 @@ ALLOWED = {
     "Tensor.new_empty": "*size, as PyTorch's",
     "Tensor.uniform_": "PyTorch's keywords from= and to= are Python keywords (**bounds, "
                        "whose other keys are refused)",
+    "Tensor.random_": "random_(), random_(to) or random_(from, to), whose from= is a Python "
+                      "keyword (**bounds, whose other keys are refused)",
     "tapegrad.zeros": "*size, as PyTorch's",
     "tapegrad.ones": "*size, as PyTorch's",
     "tapegrad.empty": "*size, as PyTorch's",
@@ -679,6 +683,8 @@ ALLOWED = {
     "tapegrad.randn": "*size, as PyTorch's",
     "tapegrad.einsum": "einsum(equation, *operands), as PyTorch's",
     "tapegrad.randint": "PyTorch's randint(high, size) and randint(low, high, size); parsed",
+    "tapegrad.randint_like": "PyTorch's randint_like(input, high) and (input, low, high); "
+                             "parsed",
     "autograd.Function.forward": "user-defined (the base raises), as PyTorch's",
     "autograd.Function.backward": "user-defined (the base raises), as PyTorch's",
     "autograd.Function.apply": "forwards to the user's forward",

@@ -10,7 +10,12 @@ import tapegrad as tg
 def test_filled_creation_shapes_and_default_dtype(fn):
     for args, shape in (((2, 3), (2, 3)), (((2, 3),), (2, 3)), (([4],), (4,)), ((), ()),
                         ((0,), (0,)), ((1, 1, 2),  (1, 1, 2))):
-        t = fn(*args)
+        if not args and fn in (tg.rand, tg.randn):
+            with pytest.raises(TypeError):      # (PyTorch's rand() and randn() want a size)
+                fn()
+            t = fn(())
+        else:
+            t = fn(*args)
         assert t.shape == shape
         assert isinstance(t.shape, tg.Size)
         assert t.dtype is tg.float32
@@ -91,8 +96,10 @@ def test_manual_seed_reproducibility():
     a3 = tg.rand(5)
     assert not np.array_equal(a1.numpy(), a3.numpy())
     assert not np.array_equal(a1.numpy(), tg.rand(5).numpy())     # the stream advances
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="invalid literal for int"):   # (int(seed), as torch)
         tg.manual_seed("seed")
+    with pytest.raises(TypeError):
+        tg.manual_seed(None)
 
 
 # ------------------------------------------------------------------ tensor() and dtypes

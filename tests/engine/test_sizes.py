@@ -710,13 +710,18 @@ def test_sweep_in_child_processes():
 def test_huge_allocations_fail_before_touching_memory():
     """With the machine's limit, and with none at all (malloc refuses 2**47 bytes: more
     than a 47-bit address space), never with the pages touched: the child's peak memory
-    stays small."""
+    grows little over what the same calls on small sizes took."""
     code = textwrap.dedent('''
         import resource, sys
         import tapegrad as tg
         from tapegrad._engine import state
         if sys.argv[1] == "none":
             state.set_alloc_limit(2 ** 63 - 1)
+        # each path once on a small size first: compiling its kernels (on a cold cache)
+        # takes memory of its own, which is not what this measures
+        tg.zeros(1), tg.empty(1), tg.ones(1), tg.rand(1), tg.eye(2), tg.zeros(1).repeat(2)
+        tg.zeros(1).expand(2).exp(), tg.stack([tg.zeros(1).expand(2)] * 2)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         for name, call in [("zeros", lambda: tg.zeros(1 << 45)),
                            ("empty", lambda: tg.empty(1 << 45)),
                            ("ones", lambda: tg.ones(1 << 45)),
@@ -733,7 +738,7 @@ def test_huge_allocations_fail_before_touching_memory():
             except Exception as exc:
                 print(name, type(exc).__name__, exc)
             sys.stdout.flush()
-        print("maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        print("maxrss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
     ''')
     for mode in ("machine", "none"):
         proc = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
@@ -743,7 +748,7 @@ def test_huge_allocations_fail_before_touching_memory():
         assert len(lines) == 9, (mode, proc.stdout)
         for line in lines[:-1]:
             assert line.endswith(" MemoryError"), (mode, line)
-        assert int(lines[-1].split()[1]) < 2 * 1024 * 1024, (mode, lines[-1])     # KiB
+        assert int(lines[-1].split()[1]) < 256 * 1024, (mode, lines[-1])     # KiB
 
 
 def test_cat_and_stack_sizes_beyond_int64():

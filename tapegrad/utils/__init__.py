@@ -1,0 +1,4 @@
+"""tapegrad.utils: PyTorch's torch.utils namespace (data loading)."""
+from . import data
+
+__all__ = ["data"]
