@@ -13,11 +13,11 @@ class (KernelCache), which only tapegrad's dispatchers and cfuncs use (lowlevel)
 Numba's settings and locators, and so a user's own cached functions, are left as they
 are.
 """
-import ast
 import contextlib
 import functools
 import hashlib
 import os
+import re
 import sys
 import tempfile
 
@@ -88,26 +88,41 @@ def _module_file(dotted):
     return path if os.path.isfile(path) else None
 
 
+# import statements, read from the text: parsing every kernel file's syntax tree at each
+# start took a sizeable share of `import tapegrad` (a docstring that happens to look like
+# an import only makes a key depend on one more file)
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)"
+                     r"|import[ \t]+([\w.][\w., \t]*))", re.M)
+
+
+def _statements(text):
+    """(module, [imported names]) for each import statement of a source text; module is
+    relative (leading dots) as written."""
+    for m in _IMPORT.finditer(text.replace("\\\n", " ")):
+        if m.group(1) is not None:
+            names = m.group(2).strip("() \t").replace("\n", " ").split(",")
+            yield m.group(1), [n.split()[0] for n in names if n.strip()]
+        else:
+            for n in m.group(3).split(","):
+                if n.strip():
+                    yield n.split()[0], []
+
+
 @functools.lru_cache(maxsize=None)
 def _imports(path):
     """The tapegrad source files that the file at path imports, anywhere in it."""
     here = _place(path)
     found = set()
-    for node in ast.walk(ast.parse(_source(path))):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if here is None or here == "tapegrad.generated":
-                    continue
-                parts = here.split(".")[:len(here.split(".")) - node.level + 1]
-                mod = ".".join(parts + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+    for module, imported in _statements(_source(path).decode()):
+        level = len(module) - len(module.lstrip("."))
+        if level:
+            if here is None or here == "tapegrad.generated":
+                continue
+            parts = here.split(".")[:len(here.split(".")) - level + 1]
+            mod = ".".join(parts + ([module[level:]] if module[level:] else []))
         else:
-            continue
-        for name in names:
+            mod = module
+        for name in [mod] + [f"{mod}.{n}" for n in imported]:
             if name.startswith("tapegrad."):
                 f = _module_file(name)
                 if f is not None and NO_KERNELS.encode() not in _source(f):
