@@ -30,6 +30,7 @@ _BY_DIM = {name: BY_NAME[name + "_dim"] for name in ("sum", "mean")}
 _DIMS, _KEEP, _MEAN = (BY_NAME["sum"].slot(a) for a in ("dims", "keepdim", "mean"))
 _XDIMS, _XKEEP, _WHICH = (BY_NAME["max"].slot(a) for a in ("dims", "keepdim", "which"))
 _MW, _MN, _MDT = L.MW, L.M_NDIM, L.M_DTYPE
+_VIEW, _UNBIND, _EXPAND = BY_NAME["view"], BY_NAME["unbind"], BY_NAME["expand"]
 _max_ret = collections.namedtuple("max", ["values", "indices"])
 _min_ret = collections.namedtuple("min", ["values", "indices"])
 
@@ -343,7 +344,7 @@ def view(self, *shape):
                                "(at least one dimension spans across two contiguous subspaces). "
                                "Use .reshape(...) instead.")
         return v
-    return _wrap(run(BY_NAME["view"], self._i, iargs=[len(shape)] + shape))
+    return _wrap(run(_VIEW, self._i, iargs=_VIEW.pack(ndim=len(shape), shape=shape)))
 
 
 def _strided_view(t, shape, opname):
@@ -360,11 +361,12 @@ def _reshape_method(input, *shape):
     _tensors("reshape", (input, "input"))
     shape = _resolve_shape(shape, input.numel(), "reshape")
     if input.is_contiguous():
-        return _wrap(run(BY_NAME["view"], input._i, iargs=[len(shape)] + shape))
+        return _wrap(run(_VIEW, input._i, iargs=_VIEW.pack(ndim=len(shape), shape=shape)))
     v = _strided_view(input, shape, "reshape_alias")    # (PyTorch's reshape is a view
     if v is not None:                                   # whenever one exists)
         return v
-    return _wrap(run(BY_NAME["reshape_copy"], input._i, iargs=[len(shape)] + shape))
+    op = BY_NAME["reshape_copy"]
+    return _wrap(run(op, input._i, iargs=op.pack(ndim=len(shape), shape=shape)))
 
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -385,7 +387,8 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def _permute_run(opname, t, perm):
-    return _wrap(run(BY_NAME[opname], t._i, iargs=perm))
+    op = BY_NAME[opname]
+    return _wrap(run(op, t._i, iargs=op.pack(dims=perm)))
 
 
 def _permute_method(input, *dims):
@@ -474,7 +477,7 @@ def expand(self, *sizes):
                                f"{list(sizes)}.  Tensor sizes: {sh}")
         out.append(int(s))
     _sizes.check_view(out)      # (a size below -1 too: PyTorch's count overflows there)
-    return _wrap(run(BY_NAME["expand"], self._i, iargs=[nd] + out))
+    return _wrap(run(_EXPAND, self._i, iargs=_EXPAND.pack(ndim=nd, shape=out)))
 
 
 def expand_as(self, other):
@@ -537,7 +540,7 @@ def unbind(input, dim=0):
     E.reserve_args(count)
     if count == 0:
         return ()
-    ids = run(BY_NAME["unbind"], input._i, iargs=(d,), all_outputs=True)
+    ids = run(_UNBIND, input._i, iargs=_UNBIND.pack(dim=d), all_outputs=True)
     return tuple(_wrap(i) for i in ids)
 
 

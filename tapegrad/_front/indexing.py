@@ -73,16 +73,14 @@ def view_strides(shape, strides, new):
     return out if vd == -1 else None
 
 
-PIECE = 10      # int attribute holding which output of a split a view is (for messages)
-
-
 def _view(t, opname, shape, strides, off, gst, goff, piece=0):
     """A view of t with the given layout; gst/goff: where its elements sit in t's
     contiguous gradient."""
     nd = len(shape)
     fargs = [off, nd] + list(shape) + [0] * (L.MAXD - nd) + list(strides)
-    iargs = [goff] + list(gst) + [0] * (PIECE - 1 - nd) + [piece]
-    return _wrap(run(BY_NAME[opname], t._i, iargs=iargs, fargs=fargs))
+    op = BY_NAME[opname]
+    iargs = op.pack(grad_offset=goff, grad_strides=gst, piece=piece)
+    return _wrap(run(op, t._i, iargs=iargs, fargs=fargs))
 
 
 # ---------------------------------------------------------------- basic views
@@ -753,8 +751,9 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
     if tuple(v.shape) != pos.shape:
         v = v.expand(pos.shape)
     positions = _constant(lambda: from_array(pos))  # (held: a dropped wrapper frees it)
-    run(BY_NAME[op], self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE,
-        c=v._i, iargs=(int(bool(accumulate)),))
+    op = BY_NAME[op]
+    run(op, self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE, c=v._i,
+        iargs=op.pack(accumulate=bool(accumulate)))
 
 
 def _constant(make):
@@ -970,9 +969,11 @@ def _join(ts, d, stack, opname=None):
         shape[d] = sum(t.shape[d] for t in ts)
     opname = opname or ("stack" if stack else "cat")
     sizes = [1 if stack else t.shape[d] for t in ts]
-    return _wrap(run(BY_NAME[opname], ts[0]._i,
-                     ts[1]._i if len(ts) > 1 else -1, c=ts[2]._i if len(ts) > 2 else -1,
-                     iargs=[d, int(stack)] + sizes, fargs=[len(shape)] + shape))
+    op = BY_NAME[opname]
+    return _wrap(run(op, ts[0]._i, ts[1]._i if len(ts) > 1 else -1,
+                     c=ts[2]._i if len(ts) > 2 else -1,
+                     iargs=op.pack(dim=d, stack=stack, sizes=sizes),
+                     fargs=[len(shape)] + shape))
 
 
 def stack(tensors, dim=0):

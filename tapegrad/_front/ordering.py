@@ -101,7 +101,8 @@ def flip(input, dims):
         mask |= 1 << d
     if not input.ndim:
         mask = 0
-    return _wrap(run(BY_NAME["flip"], input._i, iargs=(mask,)))
+    op = BY_NAME["flip"]
+    return _wrap(run(op, input._i, iargs=op.pack(dims=mask)))
 
 
 def _triangle(input, diagonal, fn, lower):

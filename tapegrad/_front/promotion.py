@@ -164,7 +164,8 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
         return self.clone() if copy else self
     src = self.dtype
     if src.is_floating_point and dtype.is_floating_point:
-        return _wrap(run(BY_NAME["to_copy"], self._i, iargs=(dtype.code, src.code)))
+        op = BY_NAME["to_copy"]
+        return _wrap(run(op, self._i, iargs=op.pack(dtype=dtype.code, source=src.code)))
     # a cast to or from int/bool carries no gradient (as in PyTorch)
     return from_array(_numpy_view(self).astype(dtype.np))
 
@@ -375,12 +376,16 @@ def _fast_compare(a, other, b):
     return b < 0 or m[b, L.M_DTYPE] == dt
 
 
+_COMPARE = BY_NAME["compare"]
+_KIND = _COMPARE.slot("kind")
+
+
 def _compare_op(a, b, s, kind):
     with E.lock:
-        E.iargs[0] = kind[0]
-        r = E.op(_CADDR, BY_NAME["compare"].opcode, a, b, s, 0)
+        E.iargs[_KIND] = kind[0]
+        r = E.op(_CADDR, _COMPARE.opcode, a, b, s, 0)
         if r < 0 and r in (L.E_NEED_KERNEL, L.E_GROW_META, L.E_GROW_STOR, L.E_GROW_TAPE):
-            return run(BY_NAME["compare"], a, b, s, flags=0, iargs=kind)
+            return run(_COMPARE, a, b, s, flags=0, iargs=_COMPARE.pack(kind=kind[0]))
     return r
 
 

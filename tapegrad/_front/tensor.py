@@ -582,7 +582,7 @@ def multi_view_output(a):
     op = OPS[int(E.tape[row, L.R_OP])]
     if op.multi_view:
         k = (int(E.meta[a, L.M_OIDX]) if op.name == "unbind"
-             else int(E.tape[row, L.R_IATTR + 10]))
+             else int(E.tape[row, L.R_IATTR + op.slot("piece")]))
     elif E.meta[a, L.M_FLAGS] & L.FL_MULTIVIEW:     # a view of one: PyTorch names its op
         k = int(E.meta[a, L.M_OIDX])
     else:

@@ -282,7 +282,8 @@ def _pointwise(opname, kind, input, target, red, s=0.0, weight=None, strict=Fals
     if weight is not None:
         weight = _broadcast_weight(weight, x, opname, "weight")
         w = weight._i
-    return _wrap(_run(BY_NAME[opname], x._i, y._i, s=s, c=w, iargs=(red, kind)))
+    op = BY_NAME[opname]
+    return _wrap(_run(op, x._i, y._i, s=s, c=w, iargs=op.pack(reduction=red, kind=kind)))
 
 
 def _broadcast_weight(weight, x, opname, what):
@@ -383,7 +384,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     from .._front.indexing import stack
     both = stack([_broadcast_weight(weight, input, name, "weight"), pw]).contiguous()
     x, y = _pair(input, target, name)
-    return _wrap(_run(BY_NAME[name], x._i, y._i, c=both._i, iargs=(red, BCE_LOGITS_BOTH)))
+    op = BY_NAME[name]
+    return _wrap(_run(op, x._i, y._i, c=both._i,
+                      iargs=op.pack(reduction=red, kind=BCE_LOGITS_BOTH)))
 
 
 def _class_layout(input, target, fn):
@@ -414,6 +417,10 @@ def _class_layout(input, target, fn):
 
 
 _PLAIN_CE = BY_NAME["cross_entropy_plain"].opcode
+# the plain cross entropy row's integer attributes (its OpDef's attrs), for the fast path
+_RED, _KIND, _IGNORE, _ROWS, _CLASSES, _INNER, _WEIGHTED = (
+    BY_NAME["cross_entropy_plain"].slot(a) for a in ("reduction", "kind", "ignore_index", "rows",
+                                                     "classes", "inner", "weighted"))
 _MW, _MN, _MDT, _MS, _MST = L.MW, L.M_NDIM, L.M_DTYPE, L.M_SHAPE, L.M_STRIDE
 _F64, _I64 = L.F64, L.I64
 
@@ -434,13 +441,13 @@ def _plain_cross_entropy(x, t, ignore_index, red):
         return -1
     with _E.lock:
         ia = _E.iargs_mv
-        ia[0] = red
-        ia[1] = 1                       # (iargs as _class_loss writes them)
-        ia[2] = ignore_index
-        ia[3] = n
-        ia[4] = c
-        ia[5] = 1
-        ia[6] = 0
+        ia[_RED] = red
+        ia[_KIND] = 1                   # (cross entropy)
+        ia[_IGNORE] = ignore_index
+        ia[_ROWS] = n
+        ia[_CLASSES] = c
+        ia[_INNER] = 1
+        ia[_WEIGHTED] = 0
         ia[_FV] = 0
         return _E.op(_E.caddr, _PLAIN_CE, x, t, 0.0, GRAD_MODE[0])
 
@@ -468,9 +475,11 @@ def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothin
         opname += "2d"
     elif kind == 1 and w < 0 and smoothing == 0.0 and d == 1 and red != 0:
         opname = "cross_entropy_plain"
-    return _wrap(_run(BY_NAME[opname], x._i, tt._i, s=float(smoothing), c=w,
-                     iargs=(red, kind, int(ignore_index), n, c, d, int(w >= 0)),
-                     fargs=[len(out_shape)] + out_shape if red == 0 else [0]))
+    op = BY_NAME[opname]
+    return _wrap(_run(op, x._i, tt._i, s=float(smoothing), c=w,
+                      iargs=op.pack(reduction=red, kind=kind, ignore_index=ignore_index, rows=n,
+                                    classes=c, inner=d, weighted=w >= 0),
+                      fargs=[len(out_shape)] + out_shape if red == 0 else [0]))
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,

@@ -93,7 +93,7 @@ def compare_bwd(caddr, row):
 
 
 register(OpDef("compare", "CompareBackward", "custom", module=_M, fwd_fn="compare_fwd",
-               bwd_fn="compare_bwd", nin=2, diff=()))
+               bwd_fn="compare_bwd", nin=2, diff=(), attrs=("kind",)))
 samples("compare", "x < y", "x <= y", "x > 0.5", "x >= y", "x == x", "x != y", "L.eq(x, y)",
         "x.lt(0.0)", "L.ge(x, -0.5)", Sample("x < y", y=T(4)), "x.t() > y.t()",
         grad="a comparison's result is bool: it has no gradient",

@@ -398,9 +398,10 @@ def _row_out_of_bounds(e):
                       f"{int(e.err[2])}")
 
 
-def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None, errors=None):
+def _index_op(name, grad_fn, fwd, bwd, nin, diff, saves_if, edges=None, errors=None,
+              attrs=()):
     op = OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin, diff=diff,
-               saves_if=saves_if, errors=errors)
+               saves_if=saves_if, errors=errors, attrs=attrs)
     op.edges = edges
     return register(op)
 
@@ -436,7 +437,7 @@ samples("index_rows", "x[i]", Sample("x[i]", i=Index(2, 2, high=3)), "x.t()[j]",
         j=Index(2, high=4))
 # (next_functions: self and the values, as PyTorch's; the positions are tapegrad's)
 _index_op("index_put", "IndexPutBackward0", "index_put_fwd", "index_put_bwd", 3, (0, 2),
-          {0: ("b",), 2: ("b",)}, edges=(0, 2))
+          {0: ("b",), 2: ("b",)}, edges=(0, 2), attrs=("accumulate",))
 samples("index_put", "put(x.clone(), i, v)", "put(x.clone(), i, w)", "put(x.clone(), m, 0.5)",
         "x.clone().index_put_((j,), u, accumulate=True)", "put(x.clone(), (i, i), w[0])",
         errors=[Sample("put(x.clone(), i, w)", w=T(5))], replay=_READS,
@@ -445,7 +446,7 @@ samples("index_put", "put(x.clone(), i, v)", "put(x.clone(), i, w)", "put(x.clon
 # a write through a view (x[1:3] = v, x[0].mul_(w)) is a write into its base, as PyTorch
 # records it (CopySlices); x[index_tensor] = v stays IndexPutBackward0
 _index_op("copy_slices", "torch::autograd::CopySlices", "index_put_fwd", "index_put_bwd", 3,
-          (0, 2), {0: ("b",), 2: ("b",)}, edges=(0, 2))
+          (0, 2), {0: ("b",), 2: ("b",)}, edges=(0, 2), attrs=("accumulate",))
 samples("copy_slices", "put(x.clone(), 1, w)", "put(x.clone(), slice(0, 2), w)",
         "put(x.clone(), (slice(None), 1), u)", "put(x.clone(), (1, 2), 0.5)",
         "x.clone()[0].mul_(w)",

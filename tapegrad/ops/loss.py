@@ -681,10 +681,19 @@ def _value_error(e):
     return None
 
 
+# the rows' integer attributes: a pointwise loss's reduction and which loss; a class
+# loss's reduction, kind (1: cross entropy), ignore_index, the rows, classes and inner
+# extent (a 2-d loss's pixels), and whether there are class weights
+_POINTWISE_ATTRS = ("reduction", "kind")
+_CLASS_ATTRS = ("reduction", "kind", "ignore_index", "rows", "classes", "inner", "weighted")
+
+
 def _loss(name, grad_fn, fwd, bwd, diff, saves_if, per_dtype=False):
+    pointwise = fwd == "pointwise_fwd"
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=3,
                           diff=diff, saves_if=saves_if, per_dtype=per_dtype,
-                          errors=_value_error))
+                          errors=_value_error,
+                          attrs=_POINTWISE_ATTRS if pointwise else _CLASS_ATTRS))
 
 
 _PW_SAVES = {0: ("a", "b", "c"), 1: ("a", "b", "c")}

@@ -78,23 +78,51 @@ class OpDef:
             self.saves_if = {k: set(v) for k, v in (saves_if or {}).items()}
             self.diff = tuple(diff or ())
 
+    def _attr_layout(self):
+        """(name, first slot, width) per attribute: "x[N]" is N slots (a sequence padded
+        with zeros), a last "x*" as many as its sequence has, any other one slot."""
+        layout, at = [], 0
+        for a in self.attrs:
+            if a.endswith("]"):
+                name, width = a[:-1].split("[")
+                layout.append((name, at, int(width)))
+                at += int(width)
+            elif a.endswith("*"):
+                layout.append((a[:-1], at, None))
+            else:
+                layout.append((a, at, 1))
+                at += 1
+        return layout
+
     def slot(self, name):
-        """The index of integer attribute name among the op's (its kernels read it at
-        R_IATTR + index): for a front's fast path that writes the engine's iargs itself."""
-        try:
-            return self.attrs.index(name)
-        except ValueError:
-            raise TypeError(f"{self.name}: no attribute {name!r} (it has {self.attrs})") \
-                from None
+        """The slot of integer attribute name (its kernels read it at R_IATTR + slot): for
+        a fast path that writes the engine's iargs itself."""
+        for attr, at, _ in self._attr_layout():
+            if attr == name:
+                return at
+        raise TypeError(f"{self.name}: no attribute {name!r} (it has {self.attrs})")
 
     def pack(self, **values):
-        """The op's integer attributes given by name, in its kernels' order."""
-        missing = [a for a in self.attrs if a not in values]
-        extra = [a for a in values if a not in self.attrs]
+        """The op's integer attributes given by name, in its kernels' slots."""
+        layout = self._attr_layout()
+        names = [name for name, _, _ in layout]
+        missing = [a for a in names if a not in values]
+        extra = [a for a in values if a not in names]
         if missing or extra:
             raise TypeError(f"{self.name}: attributes {self.attrs}; missing {missing}, "
                             f"unknown {extra}")
-        return tuple(int(values[a]) for a in self.attrs)
+        packed = []
+        for name, _, width in layout:
+            if width == 1:
+                packed.append(int(values[name]))
+                continue
+            seq = [int(v) for v in values[name]]
+            if width is not None:
+                if len(seq) > width:
+                    raise TypeError(f"{self.name}: {name} takes at most {width} values")
+                seq += [0] * (width - len(seq))
+            packed.extend(seq)
+        return packed
 
     def saves_mask(self, k):
         names = self.saves_if.get(k, ())

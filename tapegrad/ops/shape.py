@@ -477,36 +477,40 @@ def _gather_grad(G, off, shape, strides, GA, fresh):
         GA[j] += tmp[j]
 
 
-def _shape_op(name, grad_fn, fwd, bwd, nin=1, diff=(0,)):
+def _shape_op(name, grad_fn, fwd, bwd, nin=1, diff=(0,), attrs=()):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin,
-                          diff=diff))
+                          diff=diff, attrs=attrs))
 
 
-_shape_op("view", "ViewBackward0", "view_fwd", "flat_bwd")
+_CAT_ATTRS = ("dim", "stack", "sizes*")     # sizes: each part's extent along dim
+
+
+_shape_op("view", "ViewBackward0", "view_fwd", "flat_bwd", attrs=("ndim", "shape*"))
 samples("view", "x.view(4, 3)", "x.view(-1)", "x.view((2, 6))", "x.view(2, -1, 3)",
         "x.reshape(6, 2)", "L.reshape(x, (12,))", "x.flatten()", "x.view_as(y)",
         errors=["x.view(5, 3)", "x.view(-1, -1)", "x.t().view(-1)"], x=T(3, 4), y=T(2, 6))
-_shape_op("reshape_copy", "UnsafeViewBackward0", "reshape_copy_fwd", "flat_bwd")
+_shape_op("reshape_copy", "UnsafeViewBackward0", "reshape_copy_fwd", "flat_bwd",
+          attrs=("ndim", "shape*"))
 samples("reshape_copy", "x.t().reshape(-1)", "L.reshape(x.t(), (2, 6))", "x.t().flatten()",
         errors=["x.t().reshape(5, -1)"])
-_shape_op("permute", "PermuteBackward0", "permute_fwd", "permute_bwd")
+_shape_op("permute", "PermuteBackward0", "permute_fwd", "permute_bwd", attrs=("dims*",))
 samples("permute", "x.permute(1, 0)", "L.permute(x, (1, 0))", "x.T",
         Sample("x.permute(2, 0, 1)", x=T(2, 3, 4)), Sample("x.permute((0, -1, 1))", x=T(2, 3, 4)),
         errors=["x.permute(0)", "x.permute(0, 0)", "x.permute(0, 2)"])
-_shape_op("transpose", "TransposeBackward0", "permute_fwd", "permute_bwd")
+_shape_op("transpose", "TransposeBackward0", "permute_fwd", "permute_bwd", attrs=("dims*",))
 samples("transpose", "x.transpose(0, 1)", "L.transpose(x, 1, 0)", "x.mT", "x.swapaxes(0, 1)",
         Sample("x.transpose(0, 2)", x=T(2, 3, 4)), errors=["x.transpose(0, 2)"])
-_shape_op("t", "TBackward0", "permute_fwd", "permute_bwd")
+_shape_op("t", "TBackward0", "permute_fwd", "permute_bwd", attrs=("dims*",))
 samples("t", "x.t()", "L.t(x)", Sample("x.t()", x=T(4)),
         errors=[Sample("x.t()", x=T(2, 3, 4))])
-_shape_op("expand", "ExpandBackward0", "expand_fwd", "expand_bwd")
+_shape_op("expand", "ExpandBackward0", "expand_fwd", "expand_bwd", attrs=("ndim", "shape*"))
 samples("expand", "x.expand(3, 4)", "x.expand(2, 3, 4)", "x.expand_as(y)",
         Sample("x.expand(3, -1)", x=T(1, 4)), Sample("x.expand(2, 3, 4)", x=T(3, 1)),
         errors=["x.expand(3, 5)", Sample("x.expand(4)", x=T(3, 4))], x=T(4), y=T(3, 4))
-_shape_op("flip", "FlipBackward0", "flip_fwd", "flip_bwd")
+_shape_op("flip", "FlipBackward0", "flip_fwd", "flip_bwd", attrs=("dims",))
 samples("flip", "x.flip(0)", "L.flip(x, (0, 1))", "x.flip(-1)",
         Sample("L.flip(x, (0, 2))", x=T(2, 3, 4)), errors=["x.flip(2)"])
-_shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd").multi_view = True
+_shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd", attrs=("dim",)).multi_view = True
 samples("unbind", "x.unbind(1)", "L.unbind(x)", "x.unbind(-1)", errors=["x.unbind(2)"])
 for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0"),
                         ("alias", "AliasBackward0"), ("unsqueeze", "UnsqueezeBackward0"),
@@ -518,9 +522,12 @@ for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0
                         ("diagonal", "DiagonalBackward0"),
                         ("reshape_alias", "ReshapeAliasBackward0"),
                         # a view's history re-derived after its base changed in place
-                        # (core._regen_views makes these rows, no Python call does)
+                        # (views.regen_views makes these rows, no Python call does)
                         ("as_strided", "AsStridedBackward0")):
-    _shape_op(_name, _grad_fn, "strided_view_fwd", "strided_view_bwd")
+    # where its elements sit in the base's contiguous gradient, and which output of a split
+    # it is (for messages)
+    _shape_op(_name, _grad_fn, "strided_view_fwd", "strided_view_bwd",
+              attrs=("grad_offset", "grad_strides[9]", "piece"))
 for _name in ("split", "split_with_sizes"):
     BY_NAME[_name].multi_view = True
 samples("select", "x[1]", "x.select(1, 2)", "L.select(x, 0, -1)", "x[:, -1]", "x[1, 2]",
@@ -548,25 +555,26 @@ samples("diagonal", "L.diagonal(x)", "x.diagonal(1)", "L.diagonal(x, -1)",
 samples("reshape_alias", "x[::2].reshape(2, 2, 2)", "x.t().reshape(4, 3)",
         "x[:, 1:3].reshape(3, 2, 1)")
 samples("as_strided", "view_after_write(x)")
-_shape_op("cat", "CatBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
+_shape_op("cat", "CatBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2), attrs=_CAT_ATTRS)
 samples("cat", "L.cat([x, y])", "L.cat((x, y, x), dim=0)", "L.cat([x, z], -1)",
         "L.concat([x, y])", "L.cat([x.t(), z.t()])", "L.cat([x])",
         errors=["L.cat([x, z])", "L.cat([x, y], 2)", Sample("L.cat([])", xfail={"error": (
             "tapegrad raises RuntimeError('cat(): expected a non-empty list of Tensors'), "
             "PyTorch ValueError('torch.cat(): expected a non-empty list of Tensors')")})],
         x=T(3, 4), y=T(2, 4), z=T(3, 2))
-_shape_op("stack", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
+_shape_op("stack", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2), attrs=_CAT_ATTRS)
 samples("stack", "L.stack([x, y])", "L.stack((x, y, x), dim=1)", "L.stack([x, y], -1)",
         "L.stack([x.t(), y.t()])", errors=["L.stack([x, z])", "L.stack([x, y], 3)"],
         x=T(3, 4), y=T(3, 4), z=T(3, 2))
 # the last row of a stack of more than MAXIN tensors joins stacked parts
-_shape_op("stack_parts", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2))
+_shape_op("stack_parts", "StackBackward0", "cat_fwd", "cat_bwd", nin=3, diff=(0, 1, 2),
+          attrs=_CAT_ATTRS)
 # (a tree of rows where PyTorch has one node: next_functions lists the parts' stacks)
 samples("stack_parts", "L.stack([x, y, z, w])",
         Sample("L.stack([x, y, z, w, x, y, z], dim=1)", next_fns=("StackBackward0",) * 3),
         next_fns=("StackBackward0", "StackBackward0"), x=T(3, 4), y=T(3, 4), z=T(3, 4),
         w=T(3, 4))
-_shape_op("to_copy", "ToCopyBackward0", "to_copy_fwd", "to_copy_bwd")
+_shape_op("to_copy", "ToCopyBackward0", "to_copy_fwd", "to_copy_bwd", attrs=("dtype", "source"))
 samples("to_copy", Sample("x.double()", dtypes=("float32",)),
         Sample("x.float()", dtypes=("float64",)),
         Sample("x.to(L.float64)", dtypes=("float32",)),

@@ -516,7 +516,8 @@ def _tensor_args(args, kwargs):
 def _unbind_ids(t):
     """The ids of t's slices along dim 0, each with the reference a wrapper would hold."""
     engine().reserve_args(t.shape[0])
-    return _run_op(BY_NAME["unbind"], t._i, iargs=(0,), all_outputs=True)
+    op = BY_NAME["unbind"]
+    return _run_op(op, t._i, iargs=op.pack(dim=0), all_outputs=True)
 
 
 def _step_args(args, kwargs, k):
