@@ -14,7 +14,7 @@ PKG = os.path.join(REPO_ROOT, "tapegrad")
 # the layers from the bottom up: a module may import from its own layer and those below
 LAYERS = ["tapegrad._engine", "tapegrad.ops", "tapegrad._front", "tapegrad.autograd",
           "tapegrad.nn", "tapegrad.optim", "tapegrad.utils",
-          "tapegrad.replay"]
+          "tapegrad.replay", "tapegrad.viz"]
 
 
 def _modules():
@@ -133,3 +133,11 @@ def test_the_import_reader_sees_function_local_and_package_imports(tmp_path):
     src = tmp_path / "a.py"
     src.write_text("def f():\n    from .b.c import x\n")
     assert _imports("tapegrad.a", str(src), mods) == {"tapegrad.b", "tapegrad.b.c"}
+
+
+def test_every_folder_of_the_package_is_a_regular_package():
+    """A folder without __init__.py is a namespace package: an install from a wheel
+    (setuptools' find) leaves it out, and documentation tools cannot resolve its names."""
+    missing = [os.path.relpath(folder, REPO_ROOT) for folder, dirs, files in os.walk(PKG)
+               if "__pycache__" not in folder and "__init__.py" not in files]
+    assert missing == []
