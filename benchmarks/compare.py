@@ -1,11 +1,14 @@
 """tapegrad against its peers on the same workloads, as a Markdown table.
 
     python -m benchmarks.compare [--threads N] [--quick] [--only PATTERN] [--rounds R]
-                                 [--save]
+                                 [--save] [--html REPORT.html]
     python benchmarks/compare.py ...
 
 --save also writes the report to benchmarks/results/ (machine-written, named by the
 run's date, commit and thread count): the place the project's performance claims cite.
+--html writes the same report as one self-contained HTML file: the table, and a plot of
+each workload's tapegrad/peer ratio per peer on a log axis (matplotlib, embedded as a
+base64 PNG; nothing is fetched when the file is opened).
 
 Peers: PyTorch eager, JAX (``jax.jit``) and hand-written NumPy forward+backward (the
 floor), each only if importable. Every workload is first run once on fresh state by
@@ -64,6 +67,9 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, help="timing rounds (default 31, --quick 7)")
     p.add_argument("--save", action="store_true",
                    help="also write the report to benchmarks/results/")
+    p.add_argument("--html", metavar="PATH",
+                   help="also write the report as a self-contained HTML file with plots "
+                        "(needs matplotlib)")
     a = p.parse_args(argv)
     if a.threads < 1:
         p.error("--threads must be >= 1")
@@ -1353,6 +1359,8 @@ def main(argv=None):
     print("\n".join(out))
     if args.save:
         log(f"saved to {save_report(out, args.threads)}")
+    if args.html:
+        log(f"HTML report written to {write_html(out, args.html)}")
     aborted = [wl.key for wl, samples, _ in results if samples is None]
     return 1 if aborted else 0
 
@@ -1370,6 +1378,131 @@ def save_report(lines, threads):
     path = os.path.join(folder, f"{stamp}-{commit}-{threads}t.md")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- HTML report
+def ratio_rows(lines):
+    """The ratios a Markdown report's main table holds: [(workload, {peer: ratio})], in
+    table order, read from its tapegrad/<peer> columns ("—" cells left out)."""
+    out, head = [], None
+    for line in lines:
+        if line.startswith("| workload"):
+            head = [c.strip() for c in line.strip().strip("|").split("|")]
+            continue
+        if not line.startswith("|"):
+            head = None             # the table ended
+        if head is None or line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        ratios = {}
+        for name, cell in zip(head, cells):
+            if name.startswith("tapegrad/"):
+                try:
+                    ratios[name.split("/", 1)[1]] = float(cell)
+                except ValueError:
+                    pass
+        if ratios:
+            out.append((cells[0], ratios))
+    return out
+
+
+def ratio_plot(rows):
+    """A base64 PNG: one horizontal bar per workload and peer, tapegrad/peer on a log axis,
+    with the 1.0 line (left of it tapegrad is faster)."""
+    import base64
+    import io
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    peers = sorted({p for _, r in rows for p in r}, key=lambda p: (p not in PEERS,
+                                                                    PEERS.index(p)
+                                                                    if p in PEERS else 0, p))
+    height = 0.8 / max(len(peers), 1)
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows) * max(len(peers), 1)))
+    for j, peer in enumerate(peers):
+        ys = [i + j * height for i, (_, r) in enumerate(rows) if peer in r]
+        xs = [r[peer] for _, r in rows if peer in r]
+        ax.barh(ys, xs, height=height, label=peer)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks([i + height * (len(peers) - 1) / 2 for i in range(len(rows))])
+    ax.set_yticklabels([name for name, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("tapegrad time / peer time (log; < 1: tapegrad faster)")
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _md_inline(text):
+    import html
+    text = html.escape(text)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
+def report_html(lines):
+    """The Markdown report as one HTML page: headings, lists, paragraphs and tables, and
+    the ratio plot under the main table. No external reference: styles are inline and the
+    plot is a data: URI."""
+    rows = ratio_rows(lines)
+    body, table, listing = [], [], False
+
+    def flush_table():
+        if not table:
+            return
+        head, *rest = table
+        body.append("<table>")
+        body.append("<tr>" + "".join(f"<th>{_md_inline(c)}</th>" for c in head) + "</tr>")
+        for r in rest:
+            body.append("<tr>" + "".join(f"<td>{_md_inline(c)}</td>" for c in r) + "</tr>")
+        body.append("</table>")
+        if head and head[0] == "workload" and rows:
+            body.append('<h2>tapegrad / peer, per workload</h2>')
+            body.append(f'<img alt="tapegrad/peer time ratios, log axis" '
+                        f'src="data:image/png;base64,{ratio_plot(rows)}">')
+        table.clear()
+
+    for line in lines:
+        if line.startswith("|"):
+            if not line.startswith("|---"):
+                table.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        flush_table()
+        if line.startswith("- "):
+            if not listing:
+                body.append("<ul>")
+                listing = True
+            body.append(f"<li>{_md_inline(line[2:])}</li>")
+            continue
+        if listing:
+            body.append("</ul>")
+            listing = False
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{_md_inline(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            body.append(f"<p>{_md_inline(line.strip())}</p>")
+    flush_table()
+    if listing:
+        body.append("</ul>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:90%}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+             "td:first-child,th:first-child{text-align:left}img{max-width:100%}")
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            "<title>tapegrad vs peers</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")
+
+
+def write_html(lines, path):
+    """Write report_html(lines) to path; returns the path."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(report_html(lines))
     return path
 
 

@@ -2,8 +2,8 @@
 
 The package is built in layers, each importing only from those below it:
 _engine (the tables, op entry, the sweep), ops (the op table), _front (Tensor, dtypes,
-creation, promotion, indexing and the functions of the ops), autograd, nn, optim and
-replay. Tensor's methods and this namespace's functions are collected by the front's
+creation, promotion, indexing and the functions of the ops), autograd, nn, optim,
+replay and viz. Tensor's methods and this namespace's functions are collected by the front's
 modules as they load and installed here, in one loop (_front/methods.py).
 """
 # ruff: noqa: F401  (this module re-exports the public names)
@@ -47,6 +47,7 @@ from .serialization import save, load
 from . import testing
 from . import random
 from . import cuda, backends, accelerator
+from . import viz
 from .replay.compiled import compile, CompileWarning  # noqa: A004  (PyTorch's spelling)
 from ._engine.state import set_num_threads, get_num_threads
 from . import _docs

@@ -11,6 +11,7 @@ from .._engine import core
 from .._engine.state import engine
 from ..ops.registry import OPS
 from . import methods
+from .dtype import BY_CODE
 from .tensor import _check_not_stale, _wrap_leaf as wrap_leaf
 
 # Python-side state of tape rows and leaves, kept by autograd.function (which prunes it):
@@ -148,3 +149,96 @@ def _grad_fn(self):
 
 
 methods.method("grad_fn", property(_grad_fn))
+
+
+# Read-only views of a row for tapegrad.viz: what the engine keeps that the public node API
+# (name, next_functions) does not show. None of them changes a table.
+
+def node_row(node):
+    """The tape row behind a grad_fn node (None for AccumulateGrad or a foreign object)."""
+    return getattr(node, "_row", None) if isinstance(node, Node) else None
+
+
+def _meta_shape(M, t):
+    return tuple(int(x) for x in M[t, L.M_SHAPE:L.M_SHAPE + M[t, L.M_NDIM]])
+
+
+def _version(E, t):
+    return int(E.stor[E.meta[t, L.M_VSID], L.S_VERSION])
+
+
+def saved_values(row):
+    """What row saved for its backward, one dict per saved value: slot (input k, or -1 for
+    the row's output), id (the saved alias), shape, dtype, saved_version (at record time),
+    version (now) and released (a backward without retain_graph freed it). The sweep
+    refuses the row when the two versions differ (autograd._sweep_error)."""
+    E = engine()
+    T, M = E.tape, E.meta
+    released = bool(T[row, L.R_STATE] & L.RS_RELEASED)
+    out = []
+    for k in range(-1, int(T[row, L.R_NIN])):
+        if k < 0:
+            sv, ver = int(T[row, L.R_OSAVED]), int(T[row, L.R_OVER])
+        else:
+            base = L.R_IN + k * L.IW
+            sv, ver = int(T[row, base + L.IN_SAVED]), int(T[row, base + L.IN_VER])
+        if sv < 0:
+            continue
+        out.append({"slot": k, "id": sv, "shape": _meta_shape(M, sv),
+                    "dtype": str(BY_CODE[int(M[sv, L.M_DTYPE])]).rpartition(".")[2],
+                    "saved_version": ver, "version": _version(E, sv),
+                    "released": released})
+    return out
+
+
+def row_summary(row):
+    """One tape row as plain values: op (the grad_fn name), inputs (one dict per input k:
+    the producing row and output index, or the leaf id for an AccumulateGrad edge), nout,
+    out_shape, out_dtype, saved (saved_values) and outputs (the live tensor ids it made,
+    with their output index and whether they retain their gradient)."""
+    E = engine()
+    T, M = E.tape, E.meta
+    r = T[row]
+    inputs = []
+    for k in range(int(r[L.R_NIN])):
+        base = L.R_IN + k * L.IW
+        inputs.append({"k": k, "row": int(r[base + L.IN_ROW]),
+                       "oidx": int(r[base + L.IN_OIDX]), "leaf": int(r[base + L.IN_T])})
+    nd = int(r[L.R_ONDIM])
+    return {"row": int(row), "op": _row_name(row), "inputs": inputs,
+            "nout": int(r[L.R_NOUT]),
+            "out_shape": tuple(int(x) for x in r[L.R_OSHAPE:L.R_OSHAPE + max(nd, 0)]),
+            "out_dtype": str(BY_CODE[int(r[L.R_ODTYPE])]) if r[L.R_ODTYPE] >= 0 else "?",
+            "saved": saved_values(row), "outputs": row_outputs(row)}
+
+
+def row_outputs(row):
+    """The live tensors row produced: (id, output index, retains_grad) per tensor, found
+    by scanning the meta table (a tensor names its row; the row does not list them)."""
+    E = engine()
+    M = E.meta
+    live = (M[:, L.M_REFS] > 0) & (M[:, L.M_ROW] == row)
+    return [(int(t), int(M[t, L.M_OIDX]), bool(M[t, L.M_FLAGS] & L.FL_RETAIN))
+            for t in live.nonzero()[0]]
+
+
+def live_rows():
+    """The rows in use, in table order (rows are recycled: the order is not time order)."""
+    T = engine().tape
+    return [int(r) for r in (T[:, L.R_STATE] & L.RS_LIVE).nonzero()[0]]
+
+
+def reachable_rows(row):
+    """The rows a backward from row's output would visit: row and every row its inputs lead
+    to, in the order a depth-first walk meets them."""
+    T = engine().tape
+    seen, stack, order = set(), [row], []
+    while stack:
+        r = stack.pop()
+        if r < 0 or r in seen:
+            continue
+        seen.add(r)
+        order.append(r)
+        for k in range(int(T[r, L.R_NIN])):
+            stack.append(int(T[r, L.R_IN + k * L.IW + L.IN_ROW]))
+    return order
