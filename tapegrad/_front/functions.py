@@ -12,7 +12,7 @@ from .._engine import sizes as _sizes
 from .._engine.state import GRAD_MODE
 from . import arithmetic  # noqa: F401  (registers the methods this module names as functions)
 from . import methods
-from .tensor import Tensor, E, run, _wrap, _dim, _CADDR, not_tensor, _ALL_DIMS
+from .tensor import Tensor, E, run, _wrap, _dim, _CADDR, not_tensor, _ALL_DIMS, _is_scalar
 from ..ops.registry import BY_NAME, OPS
 from .promotion import from_array, _type_name, as_dtype, to
 from .tensor import _numpy_view
@@ -582,8 +582,20 @@ def _register():
     for op in OPS:      # every plain unary op of the table: tapegrad.log1p(x), ...
         if op.kind == "unary" and op.method and not op.name.endswith("_"):
             methods.function(op.name, methods.METHODS[op.name])
-    for name in ("add", "sub", "mul", "div", "pow", "true_divide"):
+    for name in ("add", "sub", "mul", "div", "true_divide"):
         methods.function(name, methods.METHODS[name])
+    methods.function("pow", _pow)
 
 
+def _pow(input, exponent):
+    """input ** exponent, elementwise: a tensor to a tensor's or a number's power, or a
+    number to a tensor's (PowBackward2), as torch.pow takes them."""
+    if not isinstance(input, Tensor):
+        if isinstance(exponent, Tensor) and _is_scalar(input):
+            return exponent.__rpow__(input)
+        raise not_tensor("pow", input)
+    return methods.METHODS["pow"](input, exponent)
+
+
+_pow.__name__ = _pow.__qualname__ = "pow"
 _register()

@@ -823,18 +823,15 @@ samples("max", "x.max()", "L.max(x)", Sample("x.max()", x=T(2, 3, 4, domain=DIST
 _reduction("min", "MinBackward1", "extreme_all_fwd", "extreme_all_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("a", "out")})
 samples("min", "x.min()", "L.min(x)", x=T(3, 4, domain=DISTINCT))
-_NAMEDTUPLE = ("a compiled function returning the (values, indices) namedtuple fails on "
-               "replay: TypeError: max.__new__() missing 1 required positional argument "
-               "'indices' (replay/compiled.py _rebuild passes one generator)")
 _reduction("max_dim", "MaxBackward0", "extreme_dim_fwd", "extreme_dim_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("out",)}, saved_out=1)          # the indices
 samples("max_dim", "x.max(1)", "L.max(x, dim=0, keepdim=True)", "x.max(-1)",
         Sample("x.max(1)", x=T(2, 3, 4, domain=DISTINCT)),
-        errors=["x.max(2)"], x=T(3, 4, domain=DISTINCT), xfail={"replay": _NAMEDTUPLE})
+        errors=["x.max(2)"], x=T(3, 4, domain=DISTINCT))
 _reduction("min_dim", "MinBackward0", "extreme_dim_fwd", "extreme_dim_bwd", attrs=_EXTREME_ATTRS,
            saves_if={0: ("out",)}, saved_out=1)
 samples("min_dim", "x.min(1)", "L.min(x, dim=0, keepdim=True)", errors=["x.min(-3)"],
-        x=T(3, 4, domain=DISTINCT), xfail={"replay": _NAMEDTUPLE})
+        x=T(3, 4, domain=DISTINCT))
 WITH_NAN = Domain("[-2, 2] with every third value NaN", lambda rng, shape: np.where(
     np.arange(int(np.prod(shape))).reshape(shape) % 3 == 1, np.nan, rng.uniform(-2, 2, shape)))
 def _nansum_cast(x, dtype):

@@ -67,7 +67,10 @@ def _rebuild(spec, tensors):
         return body
     if kind == "d":
         return {k: _rebuild(v, tensors) for k, v in body}
-    return kind(_rebuild(v, tensors) for v in body)
+    items = [_rebuild(v, tensors) for v in body]
+    if hasattr(kind, "_fields"):        # a named tuple (max(dim)'s values, indices) takes
+        return kind(*items)             # its fields one by one
+    return kind(items)
 
 
 class CompiledFunction:
