@@ -37,29 +37,11 @@ class _Binder:
     def __init__(self, fn, params, first, positions="given", keyword_only=()):
         self.fn, self.params, self.first = fn, tuple(params), first
         self.positions, self.keyword_only = positions, tuple(keyword_only)
-        self.names = [p for p, _ in self.params] + [p for p, _ in self.keyword_only]
+        self._take = _taker(fn, self.params, self.keyword_only)
 
     def bind(self, args, kwargs):
         """(values by name, names given by keyword)."""
-        params = self.params
-        if len(args) > len(params):
-            lo, hi = 1 + sum(d is REQUIRED for _, d in params), 1 + len(params)
-            takes = f"{hi} positional argument{'s' * (hi > 1)}" if lo == hi else \
-                f"from {lo} to {hi} positional arguments"
-            raise TypeError(f"{self.fn}() takes {takes} but {1 + len(args)} were given")
-        values = {p: v for (p, _), v in zip(params, args)}
-        for k, v in kwargs.items():
-            if k not in self.names:
-                raise TypeError(f"{self.fn}() got an unexpected keyword argument '{k}'")
-            if k in values:
-                raise TypeError(f"{self.fn}() got multiple values for argument '{k}'")
-            values[k] = v
-        for p, d in params + self.keyword_only:
-            if p not in values:
-                if d is REQUIRED:
-                    raise TypeError(f"{self.fn}() missing required argument '{p}'")
-                values[p] = d
-        return values, kwargs.keys()
+        return self._take(None, *args, **kwargs), kwargs.keys()
 
     def where(self, name, by_keyword):
         """' (position k)' for name's messages, or '' where PyTorch gives none."""
@@ -75,6 +57,26 @@ class _Binder:
                for p, d in self.params]
         ps += [P(p, P.KEYWORD_ONLY, default=d) for p, d in self.keyword_only]
         return inspect.Signature(ps + list(extra))
+
+
+def _taker(fn, params, keyword_only):
+    """take(input, *args, **kwargs) -> the parameters' values by name: a def named fn with
+    the parameters and their defaults, so Python binds the arguments (fast, as it runs on
+    every call) and words a missing, repeated or unknown one itself."""
+    ns, parts = {}, ["input"]
+    for k, (p, d) in enumerate(params):
+        parts.append(p if d is REQUIRED else f"{p}=_d{k}")
+        ns[f"_d{k}"] = d
+    if keyword_only:
+        parts.append("*")
+        for k, (p, d) in enumerate(keyword_only):
+            parts.append(f"{p}=_k{k}")
+            ns[f"_k{k}"] = d
+    names = [p for p, _ in params] + [p for p, _ in keyword_only]
+    src = (f"def {fn}({', '.join(parts)}):\n"
+           f"    return {{{', '.join(f'{p!r}: {p}' for p in names)}}}\n")
+    exec(compile(src, f"<arguments of {fn}>", "exec"), ns)  # noqa: S102
+    return ns[fn]
 
 
 def _bound(apply, b):
@@ -107,7 +109,7 @@ def _pointwise(op, spec):
             v = values[p.name]
             if v is None and p.allows_none:
                 scalars[k] = float(p.none)
-            elif isinstance(v, numbers.Real):
+            elif v.__class__ is float or v.__class__ is int or isinstance(v, numbers.Real):
                 scalars[k] = float(v)
             else:
                 raise TypeError(f"{name}(): argument '{p.name}'"

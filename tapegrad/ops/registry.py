@@ -28,7 +28,8 @@ class OpDef:
     __slots__ = ("name", "grad_fn", "kind", "forward", "grads", "saves_if", "saved_out",
                  "diff", "module", "fwd_fn", "bwd_fn", "opcode", "_kernels", "nin",
                  "scalar_slot", "method", "spec", "ntan", "saved_by", "per_dtype", "edges",
-                 "multi_view", "overlap_ok", "info", "front", "attrs", "errors")
+                 "multi_view", "overlap_ok", "info", "front", "attrs", "errors", "_layout",
+                 "pack")
 
     def __init__(self, name, grad_fn, kind, *, forward=None, grads=None, saves_if=None,
                  saved_out=0, diff=None, module=None, fwd_fn=None, bwd_fn=None, nin=None,
@@ -67,6 +68,10 @@ class OpDef:
         self.info = None            # its OpInfo: how to reach and test it (samples())
         self.front = front
         self.attrs = tuple(attrs)
+        self._layout = self._attr_layout()
+        # pack(**attributes): the op's integer attributes given by name, in its kernels'
+        # slots; a function of its own per op, as it runs on every call of its front
+        self.pack = _packer(name, self._layout)
         self.errors = errors
         if kind in ("unary", "binary"):
             self.nin = 1 if kind == "unary" else 2
@@ -97,32 +102,10 @@ class OpDef:
     def slot(self, name):
         """The slot of integer attribute name (its kernels read it at R_IATTR + slot): for
         a fast path that writes the engine's iargs itself."""
-        for attr, at, _ in self._attr_layout():
+        for attr, at, _ in self._layout:
             if attr == name:
                 return at
         raise TypeError(f"{self.name}: no attribute {name!r} (it has {self.attrs})")
-
-    def pack(self, **values):
-        """The op's integer attributes given by name, in its kernels' slots."""
-        layout = self._attr_layout()
-        names = [name for name, _, _ in layout]
-        missing = [a for a in names if a not in values]
-        extra = [a for a in values if a not in names]
-        if missing or extra:
-            raise TypeError(f"{self.name}: attributes {self.attrs}; missing {missing}, "
-                            f"unknown {extra}")
-        packed = []
-        for name, _, width in layout:
-            if width == 1:
-                packed.append(int(values[name]))
-                continue
-            seq = [int(v) for v in values[name]]
-            if width is not None:
-                if len(seq) > width:
-                    raise TypeError(f"{self.name}: {name} takes at most {width} values")
-                seq += [0] * (width - len(seq))
-            packed.extend(seq)
-        return packed
 
     def saves_mask(self, k):
         names = self.saves_if.get(k, ())
@@ -171,6 +154,31 @@ class OpDef:
             if self.kind == "custom":
                 _SHARED[(self.module, self.fwd_fn, self.bwd_fn, key)] = self._kernels[key]
         return self._kernels[key]
+
+
+def _packer(op_name, layout):
+    """pack(name=value, ...) for an op's attribute layout (OpDef._attr_layout): a function
+    with the attributes as its keyword-only parameters, so Python itself refuses a missing
+    or unknown one, returning the slots' values as a list. A "name[N]" sequence is padded
+    with zeros and refused when longer than N."""
+    params, parts, checks = [], [], []
+    for name, _, width in layout:
+        params.append(name)
+        if width == 1:
+            parts.append(name)
+        elif width is None:
+            parts.append(f"*{name}")
+        else:
+            checks.append(f"    if len({name}) > {width}:\n"
+                          f"        raise TypeError('{op_name}: {name} takes at most {width} "
+                          f"values')\n")
+            parts.append(f"*{name}, *_ZEROS[:{width} - len({name})]")
+    src = (f"def pack({'*, ' if params else ''}{', '.join(params)}):\n" + "".join(checks)
+           + f"    return [{', '.join(parts)}]\n")
+    ns = {"_ZEROS": (0,) * L.MAXD * 2}
+    exec(compile(src, f"<attributes of {op_name}>", "exec"), ns)  # noqa: S102
+    ns["pack"].__qualname__ = f"{op_name}.pack"
+    return ns["pack"]
 
 
 def _per_dtype(fn, slot):
