@@ -1,4 +1,5 @@
 """tapegrad.nn: modules, parameters, layers and losses (PyTorch spelling)."""
+# ruff: noqa: F403  (the topic modules' public names)
 from . import functional, init, utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .module import Module  # noqa: F401
@@ -13,3 +14,9 @@ from .layers import (Sequential, ModuleList, ModuleDict, ParameterList,  # noqa:
                      CosineSimilarity, PairwiseDistance, Unflatten, ParameterDict, RNNCell,
                      LSTMCell, GRUCell, KLDivLoss, SoftMarginLoss, PoissonNLLLoss,
                      GaussianNLLLoss, CosineEmbeddingLoss, MarginRankingLoss)
+from .conv import *
+from .pooling import *
+from .normalization import *
+from .rnn import *
+from .transformer import *
+from .sparse import *

@@ -9,10 +9,10 @@ from . import registry
 
 with kernel_cache():        # (the families' kernels are cached under their own keys)
     from . import elementwise, reduce, linalg, shape, along, index, loss, function, compare
-    from . import linear
+    from . import linear, conv, pool, norm, recurrent
 
 __all__ = ["registry", "elementwise", "reduce", "linalg", "shape", "along", "index", "loss",
-           "function", "compare", "linear"]
+           "function", "compare", "linear", "conv", "pool", "norm", "recurrent"]
 
 
 def _load_kernels(opcode, slot):

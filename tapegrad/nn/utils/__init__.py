@@ -1,7 +1,7 @@
 """nn.utils: gradient clipping."""
 import numpy as np
 
-from .._front.tensor import Tensor as _Tensor, _numpy_view
+from ..._front.tensor import Tensor as _Tensor, _numpy_view
 
 
 def _grads(parameters):
@@ -14,8 +14,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                     foreach=None):
     """Scale the gradients in place so that their joint norm is at most max_norm; returns
     the norm before clipping (a 0-d tensor), as PyTorch does."""
-    from .._front.promotion import from_array, bump_version
-    from .._front.dtype import default_float
+    from ..._front.promotion import from_array, bump_version
+    from ..._front.dtype import default_float
     grads = _grads(parameters)
     norm_type = float(norm_type)
     if not grads:
@@ -43,7 +43,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient in place to [-clip_value, clip_value]."""
-    from .._front.promotion import bump_version
+    from ..._front.promotion import bump_version
     for g in _grads(parameters):
         np.clip(_numpy_view(g), -clip_value, clip_value, out=_numpy_view(g))
         bump_version(g)

@@ -1,0 +1,2 @@
+"""nn.functional's topic modules; tapegrad.nn.functional gathers their public names."""
+# tapegrad: no kernels (pure Python: editing it recompiles nothing)

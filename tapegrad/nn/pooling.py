@@ -1,0 +1,2 @@
+"""tapegrad.nn: pooling modules (PyTorch's names, signatures, defaults and initialisation)."""
+__all__ = []

@@ -1,0 +1,2 @@
+"""tapegrad.nn: sparse modules (PyTorch's names, signatures, defaults and initialisation)."""
+__all__ = []

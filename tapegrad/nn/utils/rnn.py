@@ -1,0 +1,2 @@
+"""nn.utils.rnn: padding and packing variable-length sequences."""
+__all__ = []

@@ -1,0 +1,1 @@
+"""The conv op family: kernels and OpDefs."""

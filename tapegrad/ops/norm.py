@@ -1,0 +1,1 @@
+"""The norm op family: kernels and OpDefs."""

@@ -1,0 +1,1 @@
+"""The pool op family: kernels and OpDefs."""

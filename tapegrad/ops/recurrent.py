@@ -1,0 +1,1 @@
+"""The recurrent op family: kernels and OpDefs."""
