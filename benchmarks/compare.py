@@ -6,9 +6,11 @@
 
 --save also writes the report to benchmarks/results/ (machine-written, named by the
 run's date, commit and thread count): the place the project's performance claims cite.
---html writes the same report as one self-contained HTML file: the table, and a plot of
-each workload's tapegrad/peer ratio per peer on a log axis (matplotlib, embedded as a
-base64 PNG; nothing is fetched when the file is opened).
+--html writes the same report as one self-contained HTML file: the table, a plot of
+each workload's tapegrad/peer ratio per peer on a log axis, and the history across
+commits of the asv suite's key benchmarks (ASV_KEY_BENCHMARKS) where asv results exist
+(matplotlib, embedded as base64 PNGs; nothing is fetched when the file is opened). The
+docs build (scripts/docs_hooks.py) draws the ratio plot of the newest saved report.
 
 Peers: PyTorch eager, JAX (``jax.jit``) and hand-written NumPy forward+backward (the
 floor), each only if importable. Every workload is first run once on fresh state by
@@ -1407,35 +1409,311 @@ def ratio_rows(lines):
     return out
 
 
-def ratio_plot(rows):
-    """A base64 PNG: one horizontal bar per workload and peer, tapegrad/peer on a log axis,
-    with the 1.0 line (left of it tapegrad is faster)."""
-    import base64
-    import io
+def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def _figure_bytes(fig, fmt):
+    """fig as PNG or SVG bytes, closed. The SVG keeps its text as text (searchable, and
+    the same file for the same figure: no date, fixed ids)."""
+    import io
+    plt = _pyplot()
+    buf = io.BytesIO()
+    if fmt == "svg":
+        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tapegrad"}):
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+    else:
+        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _b64(data):
+    import base64
+    return base64.b64encode(data).decode("ascii")
+
+
+def ratio_figure(rows):
+    """A matplotlib figure: one horizontal bar per workload and peer, tapegrad/peer on a
+    log axis, with the 1.0 line (left of it tapegrad is faster)."""
+    plt = _pyplot()
     peers = sorted({p for _, r in rows for p in r}, key=lambda p: (p not in PEERS,
                                                                     PEERS.index(p)
                                                                     if p in PEERS else 0, p))
     height = 0.8 / max(len(peers), 1)
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * len(rows) * max(len(peers), 1)))
+    longest = max((len(name) for name, _ in rows), default=0)
+    # wide enough for the workload names at 8 points beside a readable bar area
+    fig, ax = plt.subplots(figsize=(max(8.0, 4.5 + 0.062 * longest),
+                                    1.2 + 0.2 * len(rows) * max(len(peers), 1)))
     for j, peer in enumerate(peers):
         ys = [i + j * height for i, (_, r) in enumerate(rows) if peer in r]
         xs = [r[peer] for _, r in rows if peer in r]
-        ax.barh(ys, xs, height=height, label=peer)
+        bars = ax.barh(ys, xs, height=height, label=peer)
+        ax.bar_label(bars, labels=[f"{x:.2f}" for x in xs], fontsize=6, padding=2)
     ax.set_xscale("log")
+    ax.margins(x=0.08, y=0.01)
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_yticks([i + height * (len(peers) - 1) / 2 for i in range(len(rows))])
     ax.set_yticklabels([name for name, _ in rows], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("tapegrad time / peer time (log; < 1: tapegrad faster)")
-    ax.legend(loc="best", fontsize=8)
+    ax.set_xlabel("tapegrad / peer, log axis (< 1: tapegrad faster, or smaller in memory)",
+                  fontsize=8)
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=max(len(peers), 1), fontsize=8,
+              frameon=False)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return fig
+
+
+def ratio_plot(rows):
+    """ratio_figure(rows) as a base64 PNG."""
+    return _b64(_figure_bytes(ratio_figure(rows), "png"))
+
+
+# ---------------------------------------------------------------- saved reports, for the docs
+RESULTS_DIR = os.path.join(REPO, "benchmarks", "results")
+_SAVED_NAME = re.compile(r"^\d{4}-\d\d-\d\dT\d{4}-.*-\d+t\.md$")
+
+
+def newest_saved_report(folder=None):
+    """The newest report save_report() wrote to `folder` (default benchmarks/results/), by
+    the UTC date-time its name starts with; None if there is none."""
+    folder = RESULTS_DIR if folder is None else folder
+    try:
+        names = sorted(n for n in os.listdir(folder) if _SAVED_NAME.match(n))
+    except OSError:
+        return None
+    return os.path.join(folder, names[-1]) if names else None
+
+
+def saved_report_plots(path):
+    """The plots of a saved Markdown report, as {file name: SVG bytes}: the ratio plot of
+    its main table (what the HTML report shows under the table). The report's table holds
+    every number the plot needs, so the plot is drawn from the saved .md itself."""
+    with open(path, encoding="utf-8") as f:
+        rows = ratio_rows(f.read().splitlines())
+    return {"ratios.svg": _figure_bytes(ratio_figure(rows), "svg")} if rows else {}
+
+
+def write_saved_report_plots(path, folder):
+    """Write saved_report_plots(path) into `folder`; returns the paths written."""
+    os.makedirs(folder, exist_ok=True)
+    out = []
+    for name, data in saved_report_plots(path).items():
+        out.append(os.path.join(folder, name))
+        with open(out[-1], "wb") as f:
+            f.write(data)
+    return out
+
+
+# ---------------------------------------------------------------- asv history
+# The asv benchmarks (benchmarks/bench_*.py) whose history across commits the HTML report
+# plots: (asv name, title, unit, factor from asv's value in seconds to the unit). Some
+# asv benchmarks batch microsecond-scale work (TinyOp: 1,000 ops a call, RoundTrip: 100,
+# the scalar chain's backward: CHAIN_OPS nodes), hence the factors.
+ASV_KEY_BENCHMARKS = (
+    ("bench_core.TinyOp.time_tiny_op", "tiny op recorded: a*b, shape (4,)", "µs/op",
+     1e6 / 1000),
+    ("bench_core.RoundTrip.time_round_trip", "round trip: (a*b).sum().backward()",
+     "µs/call", 1e6 / 100),
+    ("bench_core.ScalarChainBackward.time_scalar_chain_backward",
+     f"scalar chain backward, {CHAIN_OPS:,} nodes", "µs/node", 1e6 / CHAIN_OPS),
+    ("bench_core.MLPStep.time_mlp_step", "MLP 64-128-10 training step, eager", "µs/step",
+     1e6),
+    ("bench_core.ReplayMLPStepCE.time_replay_mlp_step_ce",
+     "replayed MLP step (tapegrad.compile), lines: steps per call", "µs/call", 1e6),
+    ("bench_core.Chain1M.time_chain_1m", "1M-element chain, forward and backward",
+     "ms/call", 1e3),
+    ("bench_core.WarmStart.track_warm_start_seconds",
+     "warm start: new interpreter, import, first backward", "s", 1.0),
+    ("bench_core.ColdStart.track_cold_start_first_backward_seconds",
+     "cold start: empty kernel cache, first backward", "s", 1.0),
+)
+
+
+def asv_results_dir():
+    """asv's results directory, as asv.conf.json names it (relative to the repository)."""
+    import json
+    try:
+        with open(os.path.join(REPO, "asv.conf.json"), encoding="utf-8") as f:
+            conf = json.loads("".join(line for line in f
+                                      if not line.lstrip().startswith("//")))
+        return os.path.join(REPO, conf.get("results_dir", "results"))
+    except (OSError, ValueError, AttributeError):
+        return os.path.join(REPO, ".asv", "results")
+
+
+def _asv_param(value):
+    """asv stores parameter values as their repr: 'float32' with its quotes."""
+    value = str(value)
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _asv_number(value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def read_asv_results(folder):
+    """The runs in an asv results tree (<folder>/<machine>/<commit[:8]>-<env>.json, asv's
+    format version 2), as [{"machine", "env", "commit", "date" (commit date, ms since the
+    epoch), "values": {benchmark: [(parameter label, value or None)]}}]. Files that are
+    not asv results of that format are passed over; failed or skipped benchmarks have
+    None (asv writes null or NaN)."""
+    import itertools
+    import json
+    runs = []
+    try:
+        machines = sorted(os.listdir(folder))
+    except OSError:
+        return runs
+    for machine in machines:
+        mdir = os.path.join(folder, machine)
+        if not os.path.isdir(mdir):
+            continue
+        for name in sorted(os.listdir(mdir)):
+            if not name.endswith(".json") or name == "machine.json":
+                continue
+            try:
+                with open(os.path.join(mdir, name), encoding="utf-8") as f:
+                    d = json.load(f)
+                cols = d["result_columns"]
+                i_res = cols.index("result")
+                i_par = cols.index("params") if "params" in cols else None
+                results, commit = d["results"], d["commit_hash"]
+                if d.get("version") != 2 or not isinstance(results, dict):
+                    continue
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            values = {}
+            for bench, row in results.items():
+                res = row[i_res] if isinstance(row, list) and len(row) > i_res else None
+                if res is None:
+                    continue
+                params = (row[i_par] if i_par is not None and len(row) > i_par else None) or []
+                combos = list(itertools.product(*params)) if params else [()]
+                res = res if isinstance(res, list) else [res]
+                values[bench] = [(", ".join(_asv_param(v) for v in combo), _asv_number(r))
+                                 for combo, r in zip(combos, res)]
+            params = d.get("params") if isinstance(d.get("params"), dict) else {}
+            runs.append({"machine": params.get("machine", machine),
+                         "env": d.get("env_name", ""), "commit": str(commit),
+                         "date": _asv_number(d.get("date")), "values": values})
+    return runs
+
+
+def git_log_commits():
+    """The full hashes of HEAD's history, oldest first ([] where git is missing)."""
+    try:
+        out = subprocess.run(["git", "-C", REPO, "log", "--reverse", "--format=%H"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return out.stdout.split() if out.returncode == 0 else []
+
+
+def order_commits(dates, log):
+    """The commits of `dates` ({hash: commit date}) in history order: those in `log`
+    (hashes, oldest first) in its order, each other one (another branch, a rewritten
+    history) before the first logged commit that is newer than it."""
+    pos = {h: i for i, h in enumerate(log)}
+    known = sorted((h for h in dates if h in pos), key=pos.get)
+    out = list(known)
+    for h in sorted((h for h in dates if h not in pos), key=lambda h: (dates[h] or 0, h)):
+        at = next((i for i, k in enumerate(out)
+                   if k in pos and (dates[k] or 0) > (dates[h] or 0)), len(out))
+        out.insert(at, h)
+    return out
+
+
+def asv_history(runs, log=None):
+    """(commits in history order, {benchmark: {series label: {commit: value}}}, {commit:
+    commit date}) for the key benchmarks (ASV_KEY_BENCHMARKS) that have a value in `runs`
+    (read_asv_results), values in the key's unit; a series is one parameter combination,
+    per machine and environment where the runs come from several."""
+    log = git_log_commits() if log is None else log
+    machines = {r["machine"] for r in runs}
+    envs = {r["env"] for r in runs}
+    dates, history = {}, {}
+    for run in runs:
+        for bench, _, _, factor in ASV_KEY_BENCHMARKS:
+            for label, value in run["values"].get(bench, ()):
+                if value is None:
+                    continue
+                parts = ([run["machine"]] if len(machines) > 1 else []) + \
+                        ([run["env"]] if len(envs) > 1 else []) + ([label] if label else [])
+                series = history.setdefault(bench, {}).setdefault(", ".join(parts), {})
+                series[run["commit"]] = value * factor
+                dates.setdefault(run["commit"], run["date"])
+    return order_commits(dates, log), history, dates
+
+
+def history_figure(title, unit, series, commits, dates):
+    """A small line plot of one benchmark: value against commit (oldest left), the
+    commits labelled with their short hash and commit date."""
+    import datetime as dt
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 2.6))
+    shown = [c for c in commits if any(c in s for s in series.values())]
+    x = {c: i for i, c in enumerate(shown)}
+    for label, points in sorted(series.items()):
+        cs = [c for c in shown if c in points]
+        ax.plot([x[c] for c in cs], [points[c] for c in cs], marker="o", markersize=3,
+                label=label or None)
+    step = max(1, -(-len(shown) // 10))          # at most about ten labelled commits
+
+    def tick(c):
+        d = dates.get(c)
+        day = (dt.datetime.fromtimestamp(d / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
+               if d else "")
+        return f"{c[:7]}\n{day}"
+    ax.set_xticks(range(0, len(shown), step))
+    ax.set_xticklabels([tick(c) for c in shown[::step]], fontsize=7)
+    ax.set_xlim(-0.5, len(shown) - 0.5)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel(unit, fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(title, fontsize=9)
+    if any(series):                 # labelled: parameters, machines or environments
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def asv_history_html(folder=None, log=None):
+    """The report's asv section as HTML lines: one embedded PNG per key benchmark with
+    results in the asv results tree `folder` (default: asv.conf.json's results_dir), or a
+    short note where there are none."""
+    import html
+    folder = asv_results_dir() if folder is None else folder
+    out = ["<h2>asv history of the key benchmarks</h2>"]
+    runs = read_asv_results(folder)
+    if not runs:
+        out.append(f"<p>No asv results in <code>{html.escape(folder)}</code>: asv keeps the "
+                   "results of a run in the current environment only when told the commit, "
+                   "<code>asv run --python=same --set-commit-hash=HEAD</code>"
+                   ".</p>")
+        return out
+    commits, history, dates = asv_history(runs, log)
+    out.append(f"<p>From <code>{html.escape(folder)}</code>: {len(runs)} run"
+               f"{'s' if len(runs) != 1 else ''}, {len(commits)} commit"
+               f"{'s' if len(commits) != 1 else ''}, oldest left.</p>")
+    for bench, title, unit, _ in ASV_KEY_BENCHMARKS:
+        if bench not in history:
+            out.append(f"<p>{html.escape(title)} (<code>{html.escape(bench)}</code>): "
+                       "no results.</p>")
+            continue
+        png = _figure_bytes(history_figure(title, unit, history[bench], commits, dates), "png")
+        out.append(f'<img alt="asv history: {html.escape(title)}" '
+                   f'src="data:image/png;base64,{_b64(png)}">')
+    return out
 
 
 def _md_inline(text):
@@ -1444,10 +1722,11 @@ def _md_inline(text):
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
 
 
-def report_html(lines):
-    """The Markdown report as one HTML page: headings, lists, paragraphs and tables, and
-    the ratio plot under the main table. No external reference: styles are inline and the
-    plot is a data: URI."""
+def report_html(lines, asv_results=None, log=None):
+    """The Markdown report as one HTML page: headings, lists, paragraphs and tables, the
+    ratio plot under the main table, and at the end the asv history of the key benchmarks
+    (asv_history_html(asv_results, log)). No external reference: styles are inline and the
+    plots are data: URIs."""
     rows = ratio_rows(lines)
     body, table, listing = [], [], False
 
@@ -1489,6 +1768,7 @@ def report_html(lines):
     flush_table()
     if listing:
         body.append("</ul>")
+    body += asv_history_html(asv_results, log)
     style = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
              "table{border-collapse:collapse;font-size:90%}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
@@ -1499,10 +1779,10 @@ def report_html(lines):
             + "\n</body></html>\n")
 
 
-def write_html(lines, path):
-    """Write report_html(lines) to path; returns the path."""
+def write_html(lines, path, asv_results=None):
+    """Write report_html(lines, asv_results) to path; returns the path."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(report_html(lines))
+        f.write(report_html(lines, asv_results))
     return path
 
 
