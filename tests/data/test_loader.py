@@ -100,6 +100,119 @@ def test_fast_path_with_a_custom_batch_sampler_and_requires_grad():
         list(G.DataLoader(G.TensorDataset(tg.arange(3)), batch_sampler=[[7]]))
 
 
+def _pair(x, y, **kw):
+    """The same loader in PyTorch and tapegrad, over the same arrays (shared memory)."""
+    lt = T.DataLoader(T.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+                      generator=torch.Generator().manual_seed(7), **kw)
+    lg = G.DataLoader(G.TensorDataset(tg.from_numpy(x), tg.from_numpy(y)),
+                      generator=tg.Generator().manual_seed(7), **kw)
+    return lt, lg
+
+
+def test_gathered_batches_are_independent_tensors():
+    """Each batch owns its memory, as PyTorch's stacked batches do: writing into one
+    changes neither the others nor the dataset, a batch kept past later ones keeps its
+    values, and a batch is an ordinary leaf one can backpropagate through."""
+    x, y = _data(40)
+    x0 = x.copy()
+    lt, lg = _pair(x, y, batch_size=8, shuffle=True)
+    want = [(a.numpy().copy(), b.numpy().copy()) for a, b in lt]
+    got = list(lg)
+    assert len(got) == len(want) == 5
+    for xb, yb in got:
+        assert xb.is_contiguous() and xb.is_leaf and not xb.requires_grad
+        assert xb.grad_fn is None and xb.dtype == tg.float32 and yb.dtype == tg.int64
+    got[0][0].mul_(0.0)
+    got[1][1].add_(100)
+    got[2][0].requires_grad_()
+    (got[2][0] * 3.0).sum().backward()
+    np.testing.assert_array_equal(got[2][0].grad.numpy(), np.full((8, 3, 2), 3.0, np.float32))
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(got[0][0].numpy(), np.zeros((8, 3, 2), np.float32))
+    np.testing.assert_array_equal(got[1][1].numpy(), want[1][1] + 100)
+    for k in range(2, 5):
+        np.testing.assert_array_equal(got[k][0].detach().numpy(), want[k][0])
+        np.testing.assert_array_equal(got[k][1].numpy(), want[k][1])
+
+
+def test_dropped_batches_reuse_memory_without_mixing():
+    """A loop that drops each batch (its memory goes to the next) sees PyTorch's values
+    in every batch, over several epochs, and leaves no tensor behind."""
+    from tapegrad._engine.state import engine
+    x = np.random.default_rng(1).standard_normal((300, 17)).astype(np.float32)
+    y = np.arange(300) * 3
+    lt, lg = _pair(x, y, batch_size=16, shuffle=True)
+    before = engine().stats()
+    for _ in range(3):
+        for (xt, yt), (xg, yg) in zip(lt, lg):
+            _same_batch([xg, yg], [xt, yt])
+            xg.add_(1.0)            # (a write into a buffer the next batch may reuse)
+    del xg, yg
+    engine().flush()                # (released ids are freed at the next compiled call)
+    after = engine().stats()
+    assert after["storages"] == before["storages"] and after["bytes"] == before["bytes"]
+
+
+def test_the_dataset_is_read_at_each_batch():
+    """A write into the dataset between batches (through its NumPy array or in place)
+    shows in the next batch, as in PyTorch's loader (nothing is gathered ahead), and
+    `tensor.data = ...` swaps the rows later batches come from."""
+    x = np.zeros((12, 2), np.float32)
+    y = np.arange(12)
+    lt, lg = _pair(x, y, batch_size=3, shuffle=True)
+    out = {}
+    for M, loader in (("torch", lt), ("tapegrad", lg)):
+        x[:] = 0.0
+        seen = []
+        for k, (xb, yb) in enumerate(loader):
+            seen.append(_np(xb).tolist())
+            x[:] = k + 1.0
+            if k == 2:
+                t = loader.dataset.tensors[0]
+                t.data = t.data * 0.0 - 5.0     # (a new tensor: later batches read it)
+        out[M] = seen
+        loader.dataset.tensors[0].data = (torch if M == "torch" else tg).from_numpy(x)
+    assert out["tapegrad"] == out["torch"]
+
+
+def test_a_gather_that_needs_the_tables_to_grow():
+    """Batches of many tensors kept alive: the gather finds the engine's tables full,
+    they grow and it is retried (nothing made twice, nothing lost)."""
+    from tapegrad._engine.state import engine
+    cols = [tg.arange(6) * 10 + c for c in range(150)]
+    kept = list(G.DataLoader(G.TensorDataset(*cols), batch_size=2, shuffle=True,
+                             generator=tg.Generator().manual_seed(1)))
+    kept += list(G.DataLoader(G.TensorDataset(*cols), batch_size=2, shuffle=True,
+                              generator=tg.Generator().manual_seed(1)))
+    order = [b.tolist() for b, in G.DataLoader(G.TensorDataset(tg.arange(6)), batch_size=2,
+                                                shuffle=True,
+                                                generator=tg.Generator().manual_seed(1))]
+    assert len(kept) == 6 and engine().meta.shape[0] > 6 * 150
+    for b, idx in zip(kept, order * 2):
+        assert [t.tolist() for t in b] == [[i * 10 + c for i in idx] for c in range(150)]
+
+
+@pytest.mark.parametrize("layout", ["rows strided", "columns strided", "expanded",
+                                    "bool and float64"])
+def test_gathered_layouts_are_pytorchs(layout):
+    base = np.random.default_rng(2).standard_normal((30, 6, 4)).astype(np.float32)
+    make = {
+        "rows strided": lambda M: M.from_numpy(base)[::2, 1:5],
+        "columns strided": lambda M: M.from_numpy(base)[:15, :, ::2].transpose(1, 2),
+        "expanded": lambda M: M.from_numpy(base[:1, 0]).expand(15, 4),
+        "bool and float64": lambda M: M.from_numpy(base[:15, 0, 0] > 0),
+    }[layout]
+    out = {}
+    for M, D in ((torch, T), (tg, G)):
+        extra = M.from_numpy(base[:15, 1].astype(np.float64))
+        ds = D.TensorDataset(make(M), extra)
+        loader = D.DataLoader(ds, batch_size=4, shuffle=True,
+                              generator=M.Generator().manual_seed(3))
+        out[M.__name__] = list(loader) + list(D.DataLoader(ds, batch_sampler=[[-1, 0, -15]]))
+    for a, b in zip(out["tapegrad"], out["torch"]):
+        _same_batch(a, b)
+
+
 def test_samplers_are_pytorchs():
     for seed in (0, 11):
         pairs = [

@@ -1,6 +1,7 @@
 """DataLoader, PyTorch's torch.utils.data.DataLoader: its arguments and their checks, its
 draws (the iterator's base seed, then the sampler's), single-process iteration and worker
-processes. A TensorDataset with the default collate is gathered a batch at a time."""
+processes. A TensorDataset with the default collate is gathered a batch at a time, in one
+compiled call (_gather.py)."""
 import math
 import multiprocessing
 import os
@@ -9,12 +10,18 @@ import warnings
 
 import numpy as np
 
+from ..._engine.cache import kernel_cache
+from ..._engine.state import RECORDING, native_entry
 from ..._front.creation import _adopt, empty, from_numpy
 from ..._front.dtype import int64
+from ..._front.tensor import E, _wrap
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from .worker import ExceptionWrapper, _IterableDatasetStopIteration, _worker_loop
+
+with kernel_cache():
+    from . import _gather as K
 
 # how often (seconds) the main process checks its workers while it waits for a batch
 _POLL = 1.0
@@ -63,6 +70,9 @@ class _MapFetcher:
         self.collate_fn = collate_fn
         self.fast = auto_collation and _gatherable(dataset, collate_fn)
         self._numpy = None
+        self._tab = None            # the compiled gather's table (see gather_span)
+        self._index = None          # the index array last gathered from, and its address
+        self._index_addr = 0
 
     def _views(self):
         """The dataset tensors' NumPy views, taken once per fetcher (an epoch)."""
@@ -71,15 +81,54 @@ class _MapFetcher:
                            for t in self.dataset.tensors]
         return self._numpy
 
-    def __call__(self, index):
+    def gather_span(self, index, start, n):
+        """The batch index[start:start + n] of a gatherable dataset (index: a C-contiguous
+        int64 array, n > 0): one compiled call makes every tensor of the batch. Tensors
+        that require grad, or whose rows are strided, and indices out of range take the
+        general path (__call__)."""
+        tensors = self.dataset.tensors
+        tab = self._tab
+        if tab is None or tab[0] is not tensors:
+            arr = np.zeros(len(tensors) * _TW, np.int64)
+            tab = self._tab = (tensors, len(tensors), memoryview(arr), arr.ctypes.data, arr)
+        tv = tab[2]
+        j = 0
+        for t in tensors:           # (ids are read each batch: `x.data = y` changes them)
+            tv[j] = t._i
+            j += _TW
+        if index is not self._index:
+            self._index, self._index_addr = index, index.ctypes.data
+        gather = _GATHER[0]
+        if gather is None:
+            gather = _GATHER[0] = native_entry(K.gather_batch, K.GATHER_SIG)
+        # (one compiled call, under the GIL: like the engine's one-call ops, it needs the
+        # lock only to grow the tables)
+        st = gather(E.caddr, tab[3], tab[1], self._index_addr + 8 * start, n)
+        if st:
+            with E.lock:
+                while st < 0 and E.handle(st):      # (E_NOMEM raises in handle)
+                    st = gather(E.caddr, tab[3], tab[1], self._index_addr + 8 * start, n)
+                if st < 0:
+                    return self(index[start:start + n], True)
+                E.flush()                           # (st == K.FLUSH)
+        out = list(map(_wrap, tv[1::_TW]))
+        if RECORDING[0] is not None:
+            for t in out:
+                RECORDING[0].created(t._i)
+        return out
+
+    def __call__(self, index, general=False):
         if not self.auto_collation:
             return self.collate_fn(self.dataset[index])
         if self.fast:
             arr = index if isinstance(index, np.ndarray) else np.asarray(index)
-            if arr.ndim == 1 and arr.dtype.kind in "iu" and len(arr):
+            if arr.ndim == 1 and len(arr) and (arr.dtype.kind == "i" or (
+                    arr.dtype.kind == "u" and arr.dtype.itemsize < 8)):
+                arr = np.ascontiguousarray(arr, dtype=np.int64)
+                if not general:
+                    return self.gather_span(arr, 0, len(arr))
                 try:
-                    return _gather(self.dataset.tensors, self._views(),
-                                   arr.astype(np.int64, copy=False))
+                    return _gather(self.dataset.tensors, self._views(), arr)
                 except IndexError:
                     pass        # out of range: the per-sample path raises tapegrad's error
         if isinstance(index, np.ndarray):
@@ -90,6 +139,10 @@ class _MapFetcher:
         else:
             data = [self.dataset[i] for i in index]
         return self.collate_fn(data)
+
+
+_GATHER = [None]        # the compiled gather's entry point, loaded on first use
+_TW = K.TW
 
 
 class _IterableFetcher:
@@ -338,7 +391,23 @@ class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
         self._fetcher = _FetcherFactory(self._iterable, self._auto_collation,
                                         self._collate_fn, self._drop_last)(self._dataset)
 
+    def _index_iter(self):
+        """The batches as (array, start, count) spans when the fetcher gathers them
+        (_spanned), else as the base class gives them."""
+        sampler = self._index_sampler
+        self._spanned = False
+        if (self._auto_collation and type(sampler) is BatchSampler
+                and _gatherable(self._dataset, self._collate_fn)):
+            spans = sampler._spans()
+            if spans is not None:
+                self._spanned = True
+                return spans
+        return super()._index_iter()
+
     def _next_data(self):
+        if self._spanned:
+            index, start, n = next(self._sampler_iter)
+            return self._fetcher.gather_span(index, start, n)
         index = self._next_index()
         return self._fetcher(index)
 

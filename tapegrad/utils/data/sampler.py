@@ -3,8 +3,9 @@ from the same generators at the same moments, so a seed gives PyTorch's indices.
 
 The samplers tapegrad ships also hand out their indices as NumPy arrays, one per draw
 (`_chunks`), each drawn exactly when PyTorch's per-index iteration would draw it; the
-BatchSampler cuts batches from those arrays, and the DataLoader gathers a TensorDataset
-batch with one indexing op per tensor instead of one __getitem__ per sample."""
+BatchSampler cuts batches from those arrays (as spans of them, which the DataLoader reads in
+place), and the DataLoader gathers a TensorDataset batch in one compiled call instead of
+one __getitem__ per sample."""
 import itertools
 
 import numpy as np
@@ -199,6 +200,15 @@ class BatchSampler(Sampler):
         """The batches as int64 arrays (None when the sampler has no array stream).
         A chunk is drawn only when a batch needs an index the chunks so far lack, the
         moment PyTorch's per-index iteration draws it."""
+        spans = self._spans()
+        if spans is None:
+            return None
+        return (a[start:start + n] for a, start, n in spans)
+
+    def _spans(self):
+        """The batches as (array, start, count): array[start:start + count], array a
+        C-contiguous int64 array that many batches share (the DataLoader's gather reads
+        it in place); None when the sampler has no array stream. Drawn as _arrays."""
         chunks = _array_chunks(self.sampler)
         if chunks is None:
             return None
@@ -209,7 +219,7 @@ class BatchSampler(Sampler):
         current, pos = np.empty(0, np.int64), 0
         while True:
             if len(current) - pos >= bs:
-                yield current[pos:pos + bs]
+                yield current, pos, bs
                 pos += bs
                 continue
             parts, have = [current[pos:]], len(current) - pos
@@ -222,10 +232,11 @@ class BatchSampler(Sampler):
                 nxt = np.asarray(nxt, dtype=np.int64)
                 parts.append(nxt)
                 have += len(nxt)
-            current, pos = np.concatenate(parts) if len(parts) > 1 else parts[0], 0
+            current = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            current, pos = np.ascontiguousarray(current), 0
             if done:
                 if len(current) and not self.drop_last:
-                    yield current
+                    yield current, 0, len(current)
                 return
 
     def __iter__(self):
