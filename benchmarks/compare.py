@@ -1025,7 +1025,17 @@ def workloads(L):
             Chain1M(L, "float32"), Chain1M(L, "float64"), ReplayMLP(L),
             ReplayMLPSteps(L), ReplayTiny(L), ReplayLargeMLP(L), ReplayChain1M(L, "float32"),
             ReplayChain1M(L, "float64"), RandomDraw1M(L, "rand"), RandomDraw1M(L, "randn"),
-            Loader(L)] + [LargeOp(L, *op) for op in _large_ops()]
+            Loader(L)] + [LargeOp(L, *op) for op in _large_ops()] + _model_workloads(L)
+
+
+def _model_workloads(L):
+    """The small networks' training steps (benchmarks/models.py, which imports this
+    module's harness: so imported here, when the workloads are made)."""
+    if __package__:
+        from .models import model_workloads
+    else:
+        from models import model_workloads
+    return model_workloads(L)
 
 
 # ---------------------------------------------------------------- checking
@@ -1061,6 +1071,8 @@ def calibrate(impl, target):
     impl.timed(impl.fixed_n or 1)      # first call: compilation, caches (not counted)
     if impl.fixed_n:
         return impl.fixed_n
+    for _ in range(2):      # (a compiled step records, then builds its plan: not counted)
+        impl.timed(1)
     n = 1
     while True:
         t = sum(impl.timed(n).values())
@@ -1218,6 +1230,14 @@ TARGETS = (
     ("randn(1_000_000) float32", "randn_1m", "main", 1.0),
     ("DataLoader epoch, shuffled TensorDataset (>= 10x PyTorch)", "loader", "main",
      0.1),
+    ("LeNet-5 training step, eager", "lenet_step", "main", 0.6),
+    ("LeNet-5 training step, replayed", "replay_lenet", "main", 0.35),
+    ("3-block CNN training step, eager (oneDNN's territory: reported)", "cnn3_step", "main",
+     1.0),
+    ("character LSTM training step, eager", "lstm_step", "main", 0.5),
+    ("character LSTM training step, replayed", "replay_lstm", "main", 0.3),
+    ("character transformer training step, eager", "transformer_step", "main", 0.6),
+    ("character transformer training step, replayed", "replay_transformer", "main", 0.3),
     ("peak memory of the 200-op chain, float32", "peak_float32", None, 0.6),
     ("peak memory of the 200-op chain, float64", "peak_float64", None, 0.6),
 )

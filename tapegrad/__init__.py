@@ -41,6 +41,7 @@ from ._front.functions import *  # noqa: F403  (module-level op spellings)
 from ._front.utilities import *  # noqa: F403  (equal, isclose, eye, randint, ...)
 from ._front.out_ops import *  # noqa: F403  (add, sum, cat, ... with out=)
 from . import nn
+_methods.install(Tensor, globals())     # (and those nn's modules defined: max_pool2d, ...)
 from . import optim
 from . import utils
 from .serialization import save, load

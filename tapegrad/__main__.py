@@ -1,10 +1,13 @@
-"""python -m tapegrad demo | warmup
+"""python -m tapegrad demo [--model mlp|cnn|transformer] | warmup
 
-demo:   trains a small classifier (nn.Sequential of Linear/Tanh, 2-32-32-3) on a generated
-        three-spirals data set with optim.Adam and nn.CrossEntropyLoss, with a progress bar
-        and the loss, then prints the accuracy, steps per second and how much of the
-        start was import and kernel compilation; with PyTorch installed, runs the same
-        loop (same code, same initial weights) in PyTorch and prints the speed ratio.
+demo:   trains a small model with a progress bar and the loss, then prints the accuracy,
+        steps per second and how much of the start was import and kernel compilation;
+        with PyTorch installed, runs the same loop (same code, same initial weights, same
+        batches) in PyTorch and prints the speed ratio. Models (tapegrad/_demo/):
+        mlp (default): nn.Sequential of Linear/Tanh, 2-32-32-3, on three spirals, Adam;
+        cnn: LeNet-5 on 28x28 digits the demo draws itself, SGD with momentum;
+        transformer: a 2-layer causal character transformer on a text the demo writes
+        itself, AdamW.
 warmup: compiles (or loads from the cache) every kernel, so later runs start warm.
 """
 import argparse
@@ -17,26 +20,8 @@ import time
 import numpy as np
 
 
-def spirals(n, classes=3, seed=0, noise=0.5):
-    """n points on `classes` interleaved spiral arms (a classic small benchmark that a
-    linear model cannot separate)."""
-    rng = np.random.default_rng(seed)
-    label = rng.integers(0, classes, n)
-    r = rng.uniform(0.05, 1.0, n)
-    angle = label * (2 * np.pi / classes) + 6.0 * r + noise * rng.standard_normal(n)
-    pts = np.stack([r * np.sin(angle), r * np.cos(angle)], 1)
-    return pts.astype(np.float32), label.astype(np.int64)
-
-
-def make_model(lib, hidden=32, classes=3):
-    nn = lib.nn
-    return nn.Sequential(nn.Linear(2, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
-                         nn.Linear(hidden, classes))
-
-
-def copy_weights(src, dst, lib):
-    """Give the PyTorch model tapegrad's initial weights (the same starting point)."""
-    dst.load_state_dict({k: lib.tensor(v.numpy()) for k, v in src.state_dict().items()})
+from tapegrad._demo.data import spirals  # noqa: E402  (the package's own, import is light)
+from tapegrad._demo.models import copy_weights, mlp as make_model  # noqa: E402, F401
 
 
 class Progress:
@@ -244,6 +229,84 @@ def demo(steps=1000, n=512, lr=0.01, eager=False):
     return 0
 
 
+def _model_demo(kind, steps):
+    """The cnn and transformer demos: the same seeded model, batches and optimizer in
+    tapegrad (the step under tapegrad.compile) and, when installed, PyTorch."""
+    import tapegrad as tg
+    from tapegrad._demo import data, models
+    t0 = time.perf_counter()
+    if kind == "cnn":
+        X, Y = data.digits(2048, seed=0)
+        Xtest, Ytest = data.digits(512, seed=1)
+        stream = lambda: models.batches(X, Y, 64, seed=0)                   # noqa: E731
+        build = lambda lib: models.lenet(lib)                               # noqa: E731
+        optim = lambda lib, m: lib.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)  # noqa: E731
+        what = "LeNet-5, digits drawn by the demo (2048 train, 512 test, 28x28), batch 64, SGD"
+    else:
+        corpus = data.text()
+        vocab, tokens = data.char_dataset(corpus)
+        context = 32
+        stream = lambda: models.sequence_batches(tokens, context, 32, seed=0)  # noqa: E731
+        build = lambda lib: models.char_transformer(lib, len(vocab), context)  # noqa: E731
+        optim = lambda lib, m: lib.optim.AdamW(m.parameters(), lr=3e-3)     # noqa: E731
+        what = (f"character transformer (2 layers, d_model 64, 4 heads, context {context}), "
+                f"a {len(corpus):,}-character text written by the demo, batch 32, AdamW")
+    tg.manual_seed(0)
+    model = build(tg)
+    tg.set_num_threads(1)           # (PyTorch's side runs on one thread too)
+    print(f"tapegrad {tg.__version__}: {what}; {steps} steps, the step under "
+          "tapegrad.compile; both libraries on one thread")
+
+    def run(lib, model, compiled):
+        step = models.classifier_step(lib, model, optim(lib, model))
+        if compiled:
+            step = lib.compile(step)
+        it = stream()
+        bar = Progress(steps) if lib is tg else None
+        losses, t_first, t1 = [], None, time.perf_counter()
+        for k in range(steps):
+            xb, yb = next(it)
+            loss = step(lib.tensor(xb), lib.tensor(yb))
+            losses.append(loss.item())
+            if k == 0:
+                t_first, t1 = time.perf_counter() - t1, time.perf_counter()
+            if bar is not None:
+                bar.update(k, losses[-1])
+        per_step = (time.perf_counter() - t1) / max(steps - 1, 1)
+        return losses, per_step, t_first
+
+    initial = build(tg)
+    models.copy_weights(model, initial, tg)
+    losses, per_step, first = run(tg, model, compiled=True)
+
+    def score(lib, m):
+        if kind != "cnn":
+            return f"final loss {losses_of[lib][-1]:.4f}"
+        with lib.no_grad():
+            m.eval()
+            acc = float((m(lib.tensor(Xtest)).argmax(1).numpy() == Ytest).mean())
+        return f"final loss {losses_of[lib][-1]:.4f}, test accuracy {acc:.3f}"
+    losses_of = {tg: losses}
+    print(f"tapegrad: {score(tg, model)}, {1e3 * per_step:.2f} ms/step; start-up "
+          f"{time.perf_counter() - t0 - per_step * (steps - 1):.1f} s (first step "
+          f"{first:.1f} s: recording and, on a cold cache, compiling)")
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: no side-by-side comparison.")
+        return 0
+    torch.set_num_threads(1)
+    tmodel = build(torch)
+    models.copy_weights(initial, tmodel, torch)
+    tlosses, tper_step, _ = run(torch, tmodel, compiled=False)
+    losses_of[torch] = tlosses
+    print(f"PyTorch {torch.__version__}: {score(torch, tmodel)}, {1e3 * tper_step:.2f} ms/step")
+    gap = float(np.max(np.abs(np.array(losses) - np.array(tlosses))))
+    print(f"speed: tapegrad's step takes {per_step / tper_step:.2f}x PyTorch's time; the "
+          f"loss curves differ by at most {gap:.1e}")
+    return 0
+
+
 def _compile_replay(demo=False):
     """The compiled replay's executor (a few seconds cold) and the small engine entries
     it calls: all of them, or (demo) those the demo calls: its step calls release_id,
@@ -303,7 +366,9 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="train a small classifier and compare with PyTorch")
-    d.add_argument("--steps", type=int, default=1000)
+    d.add_argument("--model", choices=("mlp", "cnn", "transformer"), default="mlp")
+    d.add_argument("--steps", type=int,
+                   help="training steps (default: mlp 1000, cnn 300, transformer 300)")
     d.add_argument("--eager", action="store_true",
                    help="also time the same steps without tapegrad.compile")
     w = sub.add_parser("warmup", help="compile kernels into the cache (default: all)")
@@ -316,10 +381,15 @@ def main(argv=None):
                    help="only these, in order (a cold start's helper): op_entry, sweep, "
                         "replay, op:NAME (float32), optim:NAME")
     args = p.parse_args(argv)
-    if args.cmd == "demo" and args.steps < 1:
+    if args.cmd == "demo" and args.steps is not None and args.steps < 1:
         p.error("demo: --steps must be at least 1")
+    if args.cmd == "demo" and args.model != "mlp" and args.eager:
+        p.error("demo: --eager times the mlp demo's steps without tapegrad.compile; the "
+                "cnn and transformer demos compare the compiled step with PyTorch only")
+    if args.cmd == "demo" and args.model != "mlp":
+        return _model_demo(args.model, args.steps or 300)
     if args.cmd == "demo":
-        return demo(steps=args.steps, eager=args.eager)
+        return demo(steps=args.steps or 1000, eager=args.eager)
     return warmup(args.ops.split(",") if args.ops else None, args.dtypes.split(","),
                   [o for o in args.optim.split(",") if o], replay=not args.no_replay,
                   tasks=[t for t in args.tasks.split(",") if t])

@@ -222,11 +222,17 @@ def _dense(shape, strides):
 
 def _like_strides(input):
     """The strides PyTorch's empty_like(input) gives (preserve_format): input's when it is
-    dense, else row-major."""
+    dense, else dense strides in the order of input's (infer_dense_strides, which sorts
+    dims as TensorIterator does)."""
     shape, strides = _strides_of(input)
     if _dense(shape, strides):
         return strides
-    return None
+    dense = [0] * len(shape)
+    step = 1
+    for d in reversed(_iteration_order(shape, strides)):
+        dense[d] = step
+        step *= max(shape[d], 1)
+    return tuple(dense)
 
 
 def _scatter(dst, values, strides):
@@ -1100,11 +1106,19 @@ def _multinomial_method(self, num_samples, replacement=False, *, generator=None)
 
 
 # ---------------------------------------------------------------- dropout
-def dropout_mask(shape, dtype, p):
+def dropout_mask(shape, dtype, p, like=None):
     """PyTorch's CPU dropout noise for an input of this shape and dtype: bernoulli_(1 - p)
     on a new tensor, divided by 1 - p, so each element is 1 / (1 - p) in the dtype or 0.
     Drawn from the default generator by the kernel a compiled replay calls, and logged for
-    the replay when a step is recorded."""
+    the replay when a step is recorded. like: the input, whose layout PyTorch's noise
+    tensor keeps (empty_like), so a transposed input's mask is drawn in its memory order:
+    drawn row-major in that order's shape, then permuted back."""
+    if like is not None:
+        strides = _like_strides(like)
+        if not _row_major(tuple(shape), strides):
+            order = _iteration_order(tuple(shape), strides)
+            drawn = dropout_mask([shape[d] for d in order], dtype, p)
+            return drawn.permute(*np.argsort(order).tolist())
     keep = 1.0 - p
     scale = float(np.float32(1.0) / np.float32(keep)) if dtype is D.float32 else 1.0 / keep
     mask = _fresh(tuple(shape), dtype)

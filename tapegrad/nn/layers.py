@@ -394,6 +394,41 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+class Bilinear(Module):
+    """y = x1^T A x2 + b per output feature, weight A (out_features, in1_features,
+    in2_features) and bias (out_features) uniform in +-1 / sqrt(in1_features), as in
+    PyTorch."""
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        dtype = _factory(device, dtype, "Bilinear")
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(_empty(out_features, in1_features, in2_features, dtype=dtype))
+        if bias:
+            self.bias = Parameter(_empty(out_features, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Re-initialise weight and bias as the constructor does."""
+        if self.in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features="
+                             f"{self.in1_features})")
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class Flatten(Module):
     """Flatten dims start_dim..end_dim into one (default: all but the batch dim)."""
     def __init__(self, start_dim=1, end_dim=-1):
@@ -725,7 +760,7 @@ class PairwiseDistance(Module):
 
 class Dropout(Module):
     """In training, zero each element with probability p and scale the rest by 1 / (1 - p);
-    the identity in eval mode. The random masks are tapegrad's, not PyTorch's."""
+    the identity in eval mode. The masks are PyTorch's after the same manual_seed."""
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0 <= p <= 1:
@@ -877,50 +912,8 @@ class GroupNorm(Module):
                 f"affine={self.affine}, bias={self.bias is not None}")
 
 
-class BatchNorm1d(Module):
-    """Normalise each feature (dim 1) over the batch, keeping running statistics for eval
-    mode; (N, C) or (N, C, L) input."""
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, device=None, dtype=None, *, bias=True):
-        super().__init__()
-        dt = _factory(device, dtype, "BatchNorm1d")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        self._has_bias = bias
-        if affine:
-            self.weight = Parameter(_creation.ones(num_features, dtype=dt))
-            if bias:
-                self.bias = Parameter(_creation.zeros(num_features, dtype=dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", _creation.zeros(num_features, dtype=dt))
-            self.register_buffer("running_var", _creation.ones(num_features, dtype=dt))
-            self.register_buffer("num_batches_tracked", _creation.tensor(0))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
-
-    def forward(self, input):
-        if input.ndim not in (2, 3):
-            raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
-        use_batch = self.training or not self.track_running_stats
-        momentum = self.momentum
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked.add_(1)
-            if momentum is None:
-                momentum = 1.0 / float(self.num_batches_tracked.item())
-        return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
-                            self.bias, use_batch, momentum or 0.0, self.eps)
-
-    def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, " + ("" if self._has_bias else "bias=False, ")
-                + f"track_running_stats={self.track_running_stats}")
+# BatchNorm1d lives with the other normalisations (nn/normalization.py)
+from .normalization import BatchNorm1d  # noqa: E402,F401
 
 
 # ---------------------------------------------------------------- recurrent cells

@@ -9,10 +9,10 @@ from . import registry
 
 with kernel_cache():        # (the families' kernels are cached under their own keys)
     from . import elementwise, reduce, linalg, shape, along, index, loss, function, compare
-    from . import linear, conv, pool, norm, recurrent
+    from . import linear, conv, pool, norm, recurrent, attention
 
 __all__ = ["registry", "elementwise", "reduce", "linalg", "shape", "along", "index", "loss",
-           "function", "compare", "linear", "conv", "pool", "norm", "recurrent"]
+           "function", "compare", "linear", "conv", "pool", "norm", "recurrent", "attention"]
 
 
 def _load_kernels(opcode, slot):

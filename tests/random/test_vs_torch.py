@@ -119,6 +119,25 @@ def test_dropout_masks(seed, p, dtype):
     _check(lambda M: M.nn.functional.dropout(M.ones(13, 9, dtype=_dt(M, dtype)), p), seed)
 
 
+_LAYOUTS = {"transposed": lambda t: t.transpose(0, 2),
+            "permuted": lambda t: t.permute(1, 2, 0),
+            "strided transposed": lambda t: t[:, ::2].transpose(1, 2),
+            "sliced and permuted": lambda t: t[..., 1:4].permute(2, 0, 1)}
+
+
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+@pytest.mark.parametrize("draw", ["dropout", "rand_like"])
+def test_masks_and_like_draws_follow_the_inputs_memory_order(layout, draw):
+    """PyTorch's noise tensor is empty_like(input): the input's layout (dense strides in
+    its order when it has gaps), filled in memory order."""
+    key = _LAYOUTS[layout]
+
+    def fn(M):
+        x = key(M.arange(60.0).reshape(3, 4, 5))
+        return M.nn.functional.dropout(x, 0.4) if draw == "dropout" else M.rand_like(x)
+    _check(fn, 0)
+
+
 def test_generators_are_independent_of_the_default_stream():
     def draw(M):
         g = M.Generator().manual_seed(7)

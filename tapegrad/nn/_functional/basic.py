@@ -142,46 +142,6 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return total / input.shape[0] if reduction == "batchmean" and input.ndim else total
 
 
-def pad(input, pad, mode="constant", value=None):
-    """Constant padding: pad = (left, right) of the last dim, then of the one before, ...;
-    negative amounts crop. The result is a tensor filled with value whose inner block is
-    assigned the (cropped) input, so the gradient is the input's part of it."""
-    _check(input, "input", "pad")
-    if not isinstance(pad, (tuple, list)):
-        raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, not "
-                        f"{type(pad).__name__}")
-    for k, n in enumerate(pad):
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
-            raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, but "
-                            f"found element of type {type(n).__name__} at pos {k}")
-    if mode != "constant":
-        if mode in ("reflect", "replicate", "circular"):
-            raise NotImplementedError(f"pad(): mode {mode!r} is not supported by tapegrad "
-                                      "yet; only 'constant'")
-        raise NotImplementedError(f"Unrecognised padding mode {mode}")
-    if len(pad) % 2:
-        raise RuntimeError("Padding length must be divisible by 2")
-    if len(pad) // 2 > input.ndim:
-        raise RuntimeError(f"Padding length should be less than or equal to two times the "
-                           f"input dimension but got padding length {len(pad)} and input of "
-                           f"dimension {input.ndim}")
-    shape = list(input.shape)
-    source, target = [slice(None)] * input.ndim, [slice(None)] * input.ndim
-    for k in range(len(pad) // 2):
-        d = input.ndim - 1 - k
-        before, after = int(pad[2 * k]), int(pad[2 * k + 1])
-        kept = shape[d] - max(-before, 0) - max(-after, 0)
-        if kept < 0:
-            raise RuntimeError(f"pad(): negative padding {before} and {after} crops more than "
-                               f"the size {shape[d]} of dimension {d} of the input")
-        source[d] = slice(max(-before, 0), max(-before, 0) + kept)
-        target[d] = slice(max(before, 0), max(before, 0) + kept)
-        shape[d] = shape[d] + before + after
-    out = input.new_full(shape, 0 if value is None else value)
-    # (one row whatever the number of padded dims, where cats of constant blocks would
-    # take one per padded side)
-    out[tuple(target)] = input[tuple(source)]
-    return out
 
 
 def linear(input, weight, bias=None):
@@ -576,7 +536,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"result type Float can't be cast to the desired output type "
                            f"{_type_name(input.dtype)}")
-    mask = _sampling.dropout_mask(input.shape, input.dtype, p)
+    mask = _sampling.dropout_mask(input.shape, input.dtype, p, like=input)
     return input.mul_(mask) if inplace else input * mask
 
 
@@ -642,38 +602,6 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y
-
-
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
-               momentum=0.1, eps=1e-5):
-    """Normalise each channel (dim 1) with the batch statistics (training) or the running
-    ones (updated in place when training)."""
-    from ...autograd import no_grad
-    _check(input, "input", "batch_norm")
-    c = input.shape[1]
-    dims = (0,) if input.ndim == 2 else (0, 2)
-    shape = (1, c) if input.ndim == 2 else (1, c, 1)
-    n = input.numel() // c if c else 0
-    if training:
-        if n <= 1:
-            raise ValueError("Expected more than 1 value per channel when training, got input "
-                             f"size tapegrad.Size({list(input.shape)})")
-        mean = input.mean(dims)
-        xc = input - mean.reshape(shape)
-        var = (xc * xc).mean(dims)
-        if running_mean is not None:
-            with no_grad():
-                running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
-                running_var.mul_(1 - momentum).add_(var.detach() * (momentum * n / (n - 1)))
-    else:
-        xc = input - running_mean.reshape(shape)
-        var = running_var
-    y = xc / (var.reshape(shape) + eps).sqrt()
-    if weight is not None:
-        y = y * weight.reshape(shape)
-    if bias is not None:
-        y = y + bias.reshape(shape)
     return y
 
 
@@ -847,43 +775,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     dims = tuple(range(input.ndim - d, input.ndim))
     y = input * (input.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
     return y if weight is None else y * weight
-
-
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
-    """(x - mean) / sqrt(var + eps) over each of num_groups groups of channels (and all
-    positions) of an (N, C, *) input, then weight * . + bias per channel."""
-    _check(input, "input", "group_norm")
-    if input.ndim < 2:
-        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
-                           f"{input.ndim}")
-    shape = list(input.shape)
-    n, c = shape[0], shape[1]
-    size = [n * c // num_groups, num_groups] + shape[2:]
-    per = size[0]
-    for s in size[2:]:
-        per *= s
-    if per == 1:
-        raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                         f"size {size}")
-    if c % num_groups:
-        raise RuntimeError(f"Expected number of channels in input to be divisible by "
-                           f"num_groups, but got input of shape {shape} and "
-                           f"num_groups={num_groups}")
-    for t, what in ((weight, "weight"), (bias, "bias")):
-        if t is not None and (t.ndim != 1 or t.numel() != c):
-            raise RuntimeError(f"Expected {what} to be a vector of size equal to the number "
-                               f"of channels in input, but got {what} of shape "
-                               f"{list(t.shape)} and input of shape {shape}")
-    _float_only(input, "group_norm", "GroupNormKernelImpl")
-    x = input.reshape(n, num_groups, -1)
-    xc = x - x.mean(-1, keepdim=True)
-    y = (xc * ((xc * xc).mean(-1, keepdim=True) + eps).rsqrt()).reshape(shape)
-    per_channel = [1, c] + [1] * (input.ndim - 2)
-    if weight is not None:
-        y = y * weight.reshape(per_channel)
-    if bias is not None:
-        y = y + bias.reshape(per_channel)
-    return y
 
 
 # ---------------------------------------------------------------- distances and losses

@@ -1,4 +1,4 @@
-"""nn.utils: gradient clipping."""
+"""nn.utils: gradient clipping; nn.utils.rnn (packing and padding sequences)."""
 import numpy as np
 
 from ..._front.tensor import Tensor as _Tensor, _numpy_view
@@ -47,3 +47,6 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     for g in _grads(parameters):
         np.clip(_numpy_view(g), -clip_value, clip_value, out=_numpy_view(g))
         bump_version(g)
+
+
+from . import rnn  # noqa: F401  (tapegrad.nn.utils.rnn, as torch.nn.utils.rnn)
