@@ -25,6 +25,8 @@ REFUSED = {
     "torch": {},
     "Tensor": {
         "cuda": "CPU only: raises PyTorch's 'not compiled with CUDA enabled' error",
+        "share_memory_": "a live storage cannot move into shared memory: raises, where a "
+                         "silent no-op would let each Hogwild process train its own copy",
         "is_cuda": None,            # (supported: always False)
     },
 }

@@ -7,6 +7,7 @@ replay and viz. Tensor's methods and this namespace's functions are collected by
 modules as they load and installed here, in one loop (_front/methods.py).
 """
 # ruff: noqa: F401  (this module re-exports the public names)
+import sys as _sys
 import time as _time
 
 _T0 = _time.perf_counter()
@@ -32,6 +33,8 @@ from ._front import (nodes as _nodes, arithmetic as _arithmetic, promotion as _p
                      indexing as _indexing, functions as _functions, math_ops as _math_ops,
                      ordering as _ordering, composite as _composite, sampling as _sampling,
                      generated as _generated, methods as _methods)
+from ._front import assembly as _assembly, statistics as _statistics, storage as _storage
+from ._front import statistics_ops as _statistics_ops, scatter_ops as _scatter_ops
 from . import autograd
 from .autograd import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 
@@ -48,6 +51,9 @@ from .serialization import save, load
 from . import testing
 from . import random
 from . import cuda, backends, accelerator
+from ._front import linalg_ops as linalg
+_sys.modules[__name__ + ".linalg"] = linalg     # (import tapegrad.linalg, as torch.linalg)
+globals().update(linalg.LEGACY)
 from . import viz
 from .replay.compiled import compile, CompileWarning  # noqa: A004  (PyTorch's spelling)
 from ._engine.state import set_num_threads, get_num_threads

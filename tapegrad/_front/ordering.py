@@ -31,7 +31,8 @@ def _order(a, d, descending):
 
 
 def _index(arr):
-    return from_array(np.ascontiguousarray(arr, np.int64))
+    # (np.ascontiguousarray would make a 0-d array 1-d)
+    return from_array(np.require(arr, np.int64, "C").reshape(np.shape(arr)))
 
 
 def sort(input, dim=-1, descending=False, stable=False):

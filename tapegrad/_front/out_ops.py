@@ -51,13 +51,16 @@ def mul(input, other, *, out=None):
     return _elementwise(_MUL(input, other), out)
 
 
-def div(input, other, *, out=None):
+def div(input, other, *, rounding_mode=None, out=None):
     """input / other (true division: integers give the default dtype), with broadcasting;
-    out=: written into out."""
+    rounding_mode "trunc" or "floor" rounds the quotient (Tensor.div's); out=: written
+    into out."""
+    r = _DIV(input, other) if rounding_mode is None else _DIV(input, other,
+                                                               rounding_mode=rounding_mode)
     if out is None:
-        return _DIV(input, other)
+        return r
     _out.check("div", out, (input, other))
-    return _elementwise(_DIV(input, other), out)
+    return _elementwise(r, out)
 
 
 def matmul(input, other, *, out=None):

@@ -10,9 +10,12 @@ from . import registry
 with kernel_cache():        # (the families' kernels are cached under their own keys)
     from . import elementwise, reduce, linalg, shape, along, index, loss, function, compare
     from . import linear, conv, pool, norm, recurrent, attention
+    from . import special
+    from . import decomp
 
 __all__ = ["registry", "elementwise", "reduce", "linalg", "shape", "along", "index", "loss",
-           "function", "compare", "linear", "conv", "pool", "norm", "recurrent", "attention"]
+           "function", "compare", "linear", "conv", "pool", "norm", "recurrent", "attention",
+           "special", "decomp"]
 
 
 def _load_kernels(opcode, slot):

@@ -521,6 +521,92 @@ def cumsum_bwd(caddr, row):
     return K_OK
 
 
+# ---------------------------------------------------------------- cumprod / logcumsumexp
+# kind 0 cumprod, 1 logcumsumexp; both accumulate in float64, as PyTorch's CPU kernels
+# (acc_type of float is double there too)
+@jit
+def _log_add_exp(x, acc):
+    """PyTorch's _log_add_exp_helper: NaN in the accumulator wins, two equal infinities
+    stay what they are."""
+    if acc != acc:
+        return acc
+    lo = min(x, acc)
+    hi = max(x, acc)
+    if lo != hi or (lo - lo) == 0.0:
+        return hi + math.log1p(math.exp(lo - hi))
+    return x
+
+
+def cumop_fwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    a, dt, dim, keep, shape = _prologue(C, row)
+    if dt != F32 and dt != F64:
+        return E_DTYPE
+    kind = T[row, R_IATTR + 2]
+    X, b, step, m = _input_lines(C, a, dim)
+    out = meta_contiguous(C, dt, shape.shape[0], shape, False)
+    if out < 0:
+        return out
+    ob, ostep, om = _out_lines(shape, dim)
+    V = np.empty(meta_of(C)[out, M_NUMEL], np.float64)
+    for k in range(b.shape[0]):
+        if kind == 0:
+            s = 1.0
+            for j in range(m):
+                s *= X[b[k] + j * step]
+                V[ob[k] + j * ostep] = s
+        else:
+            s = -np.inf
+            for j in range(m):
+                s = _log_add_exp(X[b[k] + j * step], s)
+                V[ob[k] + j * ostep] = s
+    _write(C, dt, data_addr(C, out), V)
+    return set_outputs1(C, out)
+
+
+def cumop_bwd(caddr, row):
+    """cumprod: dx_j = (prod_{i<j} x_i) S_j with S_j = g_j + x_{j+1} S_{j+1}: the sum over
+    k >= j of g_k times the product of the others, exact with zeros in the line.
+    logcumsumexp: dx_j = exp(x_j - y_j) R_j with R_j = g_j + exp(y_j - y_{j+1}) R_{j+1}
+    (y non-decreasing along the line, so no factor exceeds 1)."""
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
+    if ga == 0:
+        return K_OK
+    dim = T[row, R_IATTR]
+    kind = T[row, R_IATTR + 2]
+    X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
+    Y = _read(dt, data_addr(C, T[row, R_OSAVED]), G.shape[0])
+    pre = np.empty(m + 1, np.float64)
+    for k in range(b.shape[0]):
+        if kind == 0:
+            pre[0] = 1.0
+            for j in range(m):
+                pre[j + 1] = pre[j] * X[xb[k] + j * xstep]
+            s = 0.0
+            for j in range(m - 1, -1, -1):
+                p = b[k] + j * step
+                if j < m - 1:
+                    s *= X[xb[k] + (j + 1) * xstep]
+                s += G[p]
+                GA[p] = pre[j] * s
+        else:
+            r = 0.0
+            for j in range(m - 1, -1, -1):
+                p = b[k] + j * step
+                if j < m - 1:
+                    yn = Y[p + step]
+                    if yn != Y[p]:
+                        r *= math.exp(Y[p] - yn)
+                r += G[p]
+                x = X[xb[k] + j * xstep]
+                GA[p] = r * math.exp(x - Y[p]) if x != Y[p] else r
+    _accumulate(dt, ga, GA)
+    return K_OK
+
+
 # ---------------------------------------------------------------- prod
 def prod_fwd(caddr, row):
     C = ctx_of(caddr)
@@ -957,6 +1043,17 @@ samples("layer_norm", "F.layer_norm(x, (4,), w, b)", "F.layer_norm(x, (4,))",
 _along("cumsum", "CumsumBackward0", "cumsum_fwd", "cumsum_bwd")
 samples("cumsum", "x.cumsum(1)", "L.cumsum(x, dim=0)", "x.cumsum(-1)",
         Sample("x.cumsum(1)", x=T(2, 3, 4)), errors=["x.cumsum(2)"])
+_CUM_ATTRS = ("dim", "keepdim", "kind")         # kind: 0 cumprod, 1 logcumsumexp
+_along("cumprod", "CumprodBackward0", "cumop_fwd", "cumop_bwd", ("a", "out"), attrs=_CUM_ATTRS)
+samples("cumprod", "x.cumprod(1)", "L.cumprod(x, dim=0)", "x.cumprod(-1)", "x.t().cumprod(1)",
+        Sample("x.cumprod(1)", x=T(2, 3, 4, domain=signed(0.5, 1.5))),
+        Sample("x.cumprod(1)", x=Fixed([[0.5, 0.0, 1.5, -2.0], [0.0, 1.2, 0.0, 0.7],
+                                        [1.1, -0.9, 1.3, 0.8]], "float")),
+        errors=["x.cumprod(2)"], x=T(3, 4, domain=signed(0.5, 1.5)))
+_along("logcumsumexp", "LogcumsumexpBackward0", "cumop_fwd", "cumop_bwd", ("a", "out"),
+       attrs=_CUM_ATTRS)
+samples("logcumsumexp", "x.logcumsumexp(1)", "L.logcumsumexp(x, 0)", "x.t().logcumsumexp(1)",
+        Sample("x.logcumsumexp(-1)", x=T(2, 3, 4)), errors=["x.logcumsumexp(2)"])
 # (the result is saved, as PyTorch saves it, only to be version-checked)
 _along("prod", "ProdBackward0", "prod_fwd", "prod_bwd", ("a", "out"))
 samples("prod", "x.prod()", "L.prod(x)", x=T(3, 4, domain=signed(0.5, 1.5)))

@@ -1,7 +1,10 @@
 """Optimizers with PyTorch's API (param groups, state, state dicts); each step() is one
 compiled call per param group (tapegrad/optim/_kernels.py), not a loop of tensor ops."""
 # tapegrad: no kernels (pure Python: editing it recompiles nothing)
+import collections
 import copy
+import functools
+import itertools
 
 import numpy as np
 
@@ -9,13 +12,68 @@ from .._front import creation as _creation
 from .._front.dtype import float32 as _F32
 from .._engine.cache import kernel_cache
 from .._engine.lowlevel import native_address
-from .._engine.state import RECORDING, native_entry
+from .._engine.state import RECORDING, native_entry, note_break as _note_break
 from .._front.tensor import Tensor, _CADDR, STRUCTURE, zero_grads
 
 with kernel_cache():
     from . import _kernels as K
 
 _REQUIRED = object()
+
+# register_optimizer_step_pre_hook / _post_hook: hooks every optimizer runs
+_global_optimizer_pre_hooks = collections.OrderedDict()
+_global_optimizer_post_hooks = collections.OrderedDict()
+
+
+def _handle(table, hook, prepend=False):
+    """Add hook to table (an OrderedDict by handle id); returns the handle, which removes
+    it (remove(), or leaving a with block)."""
+    from ..autograd.function import RemovableHandle
+    handle = RemovableHandle(lambda: table.pop(handle.id, None))
+    table[handle.id] = hook
+    if prepend:
+        table.move_to_end(handle.id, last=False)
+    return handle
+
+
+def register_optimizer_step_pre_hook(hook):
+    """Register a hook every optimizer calls before its step: hook(optimizer, args,
+    kwargs) -> None or (new_args, new_kwargs). Returns a handle with remove()."""
+    return _handle(_global_optimizer_pre_hooks, hook)
+
+
+def register_optimizer_step_post_hook(hook):
+    """Register a hook every optimizer calls after its step: hook(optimizer, args,
+    kwargs). Returns a handle with remove()."""
+    return _handle(_global_optimizer_post_hooks, hook)
+
+
+def _hooked_step(func):
+    """step() with the step pre and post hooks around it (PyTorch wraps the step of each
+    optimizer class the same way, on its first construction)."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        self = args[0]
+        pre, post = self._optimizer_step_pre_hooks, self._optimizer_step_post_hooks
+        if not (pre or post or _global_optimizer_pre_hooks or _global_optimizer_post_hooks):
+            return func(*args, **kwargs)
+        _note_break("optimizer step hooks (Python)")
+        for hook in itertools.chain(tuple(_global_optimizer_pre_hooks.values()),
+                                    tuple(pre.values())):
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if isinstance(result, tuple) and len(result) == 2:
+                    args, kwargs = result
+                else:
+                    raise RuntimeError(f"{func} must return None or a tuple of (new_args, "
+                                       f"new_kwargs), but got {result}.")
+        out = func(*args, **kwargs)
+        for hook in itertools.chain(tuple(post.values()),
+                                    tuple(_global_optimizer_post_hooks.values())):
+            hook(self, args, kwargs)
+        return out
+    wrapper.hooked = True
+    return wrapper
 
 
 def _bumps(name):
@@ -78,8 +136,20 @@ class Optimizer:
     hyper = ()
     buffers = ()
     has_step = False
+    scalars = ()            # buffers that are 0-d tensors (float32, as PyTorch's)
+    state_order = None      # the order PyTorch creates the state's keys in, if not ours
+    capturable_message = None   # PyTorch's error at a capturable step on the CPU
 
     def __init__(self, params, defaults):
+        self._optimizer_step_pre_hooks = collections.OrderedDict()
+        self._optimizer_step_post_hooks = collections.OrderedDict()
+        self._optimizer_state_dict_pre_hooks = collections.OrderedDict()
+        self._optimizer_state_dict_post_hooks = collections.OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks = collections.OrderedDict()
+        self._optimizer_load_state_dict_post_hooks = collections.OrderedDict()
+        cls = type(self)
+        if not getattr(cls.step, "hooked", False):
+            cls.step = _hooked_step(cls.step)
         self.defaults = defaults
         self.state = {}
         self.param_groups = []
@@ -99,13 +169,20 @@ class Optimizer:
         """Add a group of parameters with its own hyper-parameters (defaults fill the rest)."""
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
-        group = dict(param_group)
+        group = param_group         # (the caller's dict itself, as PyTorch keeps it)
         ps = group["params"]
         if isinstance(ps, (set, frozenset)):
             raise TypeError("optimizer parameters need to be organized in ordered collections, "
                             "but the ordering of tensors in sets will change between runs. "
                             "Please use a list instead.")
-        group["params"] = [ps] if isinstance(ps, Tensor) else list(ps)
+        ps = [ps] if isinstance(ps, Tensor) else list(ps)
+        names = [p[0] for p in ps if isinstance(p, tuple)]      # (named_parameters())
+        group["params"] = [p[1] if isinstance(p, tuple) else p for p in ps]
+        if names:
+            if len(names) != len(ps):
+                raise ValueError("all optimizer params should be with/without names. Some "
+                                 "param names are missing")
+            group["param_names"] = names
         for p in group["params"]:
             if not isinstance(p, Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
@@ -117,6 +194,17 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required "
                                  f"optimization parameter {name}")
             group.setdefault(name, default)
+        if len({id(p) for p in group["params"]}) != len(group["params"]):
+            import warnings
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        for g in self.param_groups:
+            if ("param_names" in group) != ("param_names" in g):
+                which = "with names" if "param_names" in group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -125,8 +213,52 @@ class Optimizer:
 
     def __getstate__(self):
         """copy.deepcopy and pickle: the kernel arguments kept between steps hold raw
-        addresses of these parameters' memory, so a copy starts without them."""
-        return dict(self.__dict__, _tables={})
+        addresses of these parameters' memory, so a copy starts without them (and
+        without the step wrapper a scheduler put on this instance, which points at it)."""
+        d = dict(self.__dict__, _tables={})
+        d.pop("step", None)
+        d.pop("_opt_called", None)
+        return d
+
+    def __setstate__(self, state):
+        """Unpickling: hooks tables an older pickle lacks start empty."""
+        self.__dict__.update(state)
+        for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks",
+                     "_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+                     "_optimizer_load_state_dict_pre_hooks",
+                     "_optimizer_load_state_dict_post_hooks"):
+            self.__dict__.setdefault(name, collections.OrderedDict())
+        self.__dict__.setdefault("_tables", {})
+
+    # ------------------------------------------------------------ hooks
+    def register_step_pre_hook(self, hook):
+        """Call hook(optimizer, args, kwargs) before each step(); it may return
+        (new_args, new_kwargs). Returns a handle with remove()."""
+        return _handle(self._optimizer_step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook):
+        """Call hook(optimizer, args, kwargs) after each step(). Returns a handle with
+        remove()."""
+        return _handle(self._optimizer_step_post_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """Call hook(optimizer) before state_dict() builds its dict (first, with
+        prepend=True). Returns a handle with remove()."""
+        return _handle(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """Call hook(optimizer, state_dict) after state_dict() built it; a returned dict
+        replaces it. Returns a handle with remove()."""
+        return _handle(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """Call hook(optimizer, state_dict) before load_state_dict() (on a shallow copy of
+        the dict); a returned dict is loaded instead. Returns a handle with remove()."""
+        return _handle(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """Call hook(optimizer) after load_state_dict(). Returns a handle with remove()."""
+        return _handle(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
     @property
     def state(self):
@@ -161,6 +293,9 @@ class Optimizer:
     def step_group(self, gi):
         """Update the parameters of param group gi that have a gradient."""
         group = self.param_groups[gi]
+        if group.get("capturable") and self.capturable_message and any(
+                p._has_grad() for p in group["params"]):
+            raise AssertionError(self.capturable_message)
         values = [float(v) for v in self._hyper(group)]
         t = self._tables.get(gi)
         if t is None or t[0] != (STRUCTURE[0], values, tuple(map(id, group["params"]))):
@@ -248,15 +383,26 @@ class Optimizer:
         for name in self.buffers:
             if self._buffer_on(name, group):
                 st[name] = self._new_buffer(name, p, group)
+        if self.state_order:
+            st = {k: st[k] for k in self.state_order if k in st}
         return st
 
     def _new_buffer(self, name, p, group):
+        if name in self.scalars:
+            from .._front.dtype import get_default_dtype, float64
+            dt = float64 if get_default_dtype() is float64 else _F32
+            return _creation.tensor(float(self._scalar_start(name, group)), dtype=dt)
         return _creation.zeros(*p.shape, dtype=p.dtype)
+
+    def _scalar_start(self, name, group):
+        return 1.0
 
     # ------------------------------------------------------------ state dicts
     def state_dict(self):
         """The state and param_groups, with parameters replaced by their indices, as
         PyTorch's."""
+        for hook in tuple(self._optimizer_state_dict_pre_hooks.values()):
+            hook(self)
         index = {}
         groups = []
         for g in self.param_groups:
@@ -267,13 +413,28 @@ class Optimizer:
                 ids.append(index[id(p)])
             packed["params"] = ids
             groups.append(packed)
-        state = {index[id(p)]: {k: (v.detach().clone() if isinstance(v, Tensor) else v)
-                                for k, v in st.items()}
+        state = {index[id(p)]: {k: _copied(v) for k, v in st.items()}
                  for p, st in self.state.items() if id(p) in index}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for hook in tuple(self._optimizer_state_dict_post_hooks.values()):
+            result = hook(self, out)
+            if result is not None:
+                out = result
+        return out
 
     def load_state_dict(self, state_dict):
-        """Restore state and hyper-parameters from state_dict()."""
+        """Restore state and hyper-parameters from state_dict() (tapegrad's or PyTorch's,
+        its tensors converted)."""
+        state_dict = state_dict.copy()
+        for hook in tuple(self._optimizer_load_state_dict_pre_hooks.values()):
+            result = hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        self._load(state_dict)
+        for hook in tuple(self._optimizer_load_state_dict_post_hooks.values()):
+            hook(self)
+
+    def _load(self, state_dict):
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -290,19 +451,31 @@ class Optimizer:
                     continue
                 st = _State()
                 for k, v in saved.items():
-                    if k == "step":                 # a float32 0-d tensor, whatever was saved
+                    if k == "step" and self.has_step:   # a float32 0-d tensor, as saved
                         v = _creation.tensor(float(v.item() if isinstance(v, Tensor) else v),
                                              dtype=_F32)
-                    elif isinstance(v, Tensor):
-                        v = v.detach().to(p.dtype).clone()
-                        if tuple(v.shape) != tuple(p.shape):
+                    elif k in self.scalars:         # (cast to the parameter's dtype, as
+                        v = _creation.tensor(       # PyTorch's load does)
+                            float(v.item() if isinstance(v, Tensor) else v), dtype=p.dtype)
+                    else:
+                        v = _cast(p, v)
+                        if k in self.buffers and isinstance(v, Tensor) and \
+                                tuple(v.shape) != tuple(p.shape):
                             raise ValueError(f"state {k!r} has shape {list(v.shape)}, the "
                                              f"parameter has {list(p.shape)}")
                     st[k] = v
                 self.state[p] = st
-            for k, v in theirs.items():
-                if k != "params":
-                    mine[k] = copy.deepcopy(v)
+            # the saved group replaces ours (keys ours has and it lacks go, as in
+            # PyTorch), keeping our parameters and, unless it has its own, their names
+            new = {k: (mine["params"] if k == "params" else copy.deepcopy(v))
+                   for k, v in theirs.items()}
+            if "param_names" in mine and "param_names" not in new:
+                new["param_names"] = mine["param_names"]
+            mine.clear()
+            mine.update(new)
+            for k, v in self.defaults.items():      # (options an older state dict lacks:
+                if v is not _REQUIRED:              # their defaults, as PyTorch's
+                    mine.setdefault(k, v)           # __setstate__ fills them)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -313,6 +486,36 @@ class Optimizer:
                     lines.append(f"    {k}: {g[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _copied(v):
+    """A state value as state_dict() hands it out: tensors detached copies (in lists
+    too, as LBFGS keeps them)."""
+    if isinstance(v, Tensor):
+        return v.detach().clone()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_copied(x) for x in v)
+    return v
+
+
+def _cast(p, v):
+    """A loaded state value: tensors copied in the parameter's dtype (when floating),
+    also inside lists and dicts, as PyTorch's load_state_dict casts them."""
+    if isinstance(v, Tensor):
+        v = v.detach()
+        if p.dtype.is_floating_point:
+            v = v.to(p.dtype)
+        return v.clone()
+    if isinstance(v, dict):
+        return {k: _cast(p, x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_cast(p, x) for x in v)
+    return v
+
+
+def _capturable(what="params and state_steps", xla=True):
+    return (f"If capturable=True, {what} must be on supported devices: "
+            f"{['cuda', 'xpu', 'hpu', 'privateuseone'] + (['xla'] if xla else [])}.")
 
 
 def _check(cond, msg):
@@ -364,6 +567,7 @@ class Adam(Optimizer):
     hyper = ("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad", "maximize", "decoupled")
     buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
     has_step = True
+    capturable_message = _capturable()
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
@@ -406,7 +610,9 @@ class RMSprop(Optimizer):
     kernel = K.rmsprop_native
     hyper = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize")
     buffers = ("square_avg", "grad_avg", "momentum_buffer")
+    state_order = ("step", "square_avg", "momentum_buffer", "grad_avg")
     has_step = True
+    capturable_message = _capturable()
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
@@ -451,5 +657,7 @@ class Adagrad(Optimizer):
                                       **_implementation(foreach, fused, differentiable)))
 
     def _new_buffer(self, name, p, group):
-        return _creation.full(tuple(p.shape), float(group["initial_accumulator_value"]),
+        # the constructor's value, whatever a group says: PyTorch's Adagrad fills every
+        # sum from its initial_accumulator_value argument
+        return _creation.full(tuple(p.shape), float(self.defaults["initial_accumulator_value"]),
                               dtype=p.dtype)

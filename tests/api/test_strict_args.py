@@ -332,7 +332,8 @@ _NO_TENSOR_FIRST = {"arange", "as_tensor", "empty", "eye", "from_numpy", "full",
                     "is_tensor", "compile", "save", "load", "set_num_threads",
                     "get_num_threads", "is_grad_enabled", "no_grad", "enable_grad",
                     "inference_mode", "set_grad_enabled", "promote_types", "einsum",
-                    "result_type", "cat", "concat", "concatenate", "stack"}
+                    "result_type", "cat", "concat", "concatenate", "stack",
+                    "set_printoptions", "logspace", "broadcast_shapes"}
 _OWNED_ELSEWHERE = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like",
                     "randn_like", "split", "squeeze", "unsqueeze", "select", "nonzero",
                     "where", "narrow", "gather", "index_select", "chunk", "masked_fill",
@@ -489,10 +490,21 @@ def test_layers_take_device_in_pytorchs_position():
                       ("RMSNorm", (3, None, True, None, tg.float64)),
                       ("GroupNorm", (1, 2, 1e-5, True, "cpu", tg.float64)),
                       ("BatchNorm1d", (3, 1e-5, 0.1, True, True, None, tg.float64)),
+                      ("BatchNorm2d", (3, 1e-5, 0.1, True, True, None, tg.float64)),
+                      ("BatchNorm3d", (3, 1e-5, 0.1, True, True, None, tg.float64)),
+                      ("InstanceNorm1d", (3, 1e-5, 0.1, True, True, None, tg.float64)),
+                      ("InstanceNorm2d", (3, 1e-5, 0.1, True, True, None, tg.float64)),
+                      ("Bilinear", (2, 3, 4, True, None, tg.float64)),
+                      ("EmbeddingBag", (4, 2, None, 2.0, False, "mean", False, None, False,
+                                        None, None, tg.float64)),
                       ("PReLU", (1, 0.25, None, tg.float64)),
                       ("RNNCell", (2, 3, True, "tanh", None, tg.float64)),
                       ("LSTMCell", (2, 3, True, None, tg.float64)),
-                      ("GRUCell", (2, 3, True, None, tg.float64))):
+                      ("GRUCell", (2, 3, True, None, tg.float64)),
+                      ("MultiheadAttention", (4, 2, 0.0, True, True, False, 3, 5, False,
+                                              "cpu", tg.float64)),
+                      ("TransformerEncoderLayer", (4, 2, 8, 0.1, "gelu", 1e-5, False, True,
+                                                   True, "cpu", tg.float64))):
         m = getattr(nn, cls)(*args)
         assert all(p.dtype is tg.float64 for p in m.parameters()), cls
         with pytest.raises(RuntimeError, match="CPU only"):
@@ -578,7 +590,8 @@ def test_no_grad_decorators_with_and_without_call():
 
 
 # ------------------------------------------------------------------ optimizers
-OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"]
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "NAdam", "RAdam", "Adamax",
+              "Adadelta", "Rprop", "ASGD"]
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
@@ -598,7 +611,11 @@ def test_optimizers_have_pytorchs_signature_and_group_keys(name):
             ours(p, lr=0.1, fused=True, foreach=True)
 
 
-@pytest.mark.parametrize("name", ["LRScheduler", "StepLR", "LambdaLR", "CosineAnnealingLR"])
+@pytest.mark.parametrize("name", ["LRScheduler", "StepLR", "LambdaLR", "CosineAnnealingLR",
+                                  "MultiStepLR", "ExponentialLR", "LinearLR", "ConstantLR",
+                                  "PolynomialLR", "SequentialLR", "ChainedScheduler",
+                                  "CosineAnnealingWarmRestarts", "CyclicLR", "MultiplicativeLR",
+                                  "OneCycleLR", "ReduceLROnPlateau"])
 def test_lr_schedulers_have_pytorchs_signature(name):
     torch = pytest.importorskip("torch")
     ours = getattr(tg.optim.lr_scheduler, name)
@@ -656,6 +673,9 @@ ALLOWED = {
     "nn.Sequential.__init__": "Sequential(*modules), as PyTorch's; each must be a Module",
     "nn.Module.__call__": "forwards to forward(), whose own signature refuses",
     "nn.Module.forward": "PyTorch's base forward(*input): raises, no forward defined",
+    "nn.RNN.__init__": "PyTorch's (*args, **kwargs), passed to RNNBase.__init__'s signature",
+    "nn.LSTM.__init__": "PyTorch's (*args, **kwargs), passed to RNNBase.__init__'s signature",
+    "nn.GRU.__init__": "PyTorch's (*args, **kwargs), passed to RNNBase.__init__'s signature",
     "nn.ParameterList.__call__": "raises whatever it is given: not callable, as PyTorch's",
     "nn.ParameterDict.__call__": "raises whatever it is given: not callable, as PyTorch's",
     "nn.Module.to": "PyTorch's Module.to is overloaded on its first argument; parsed",
@@ -682,6 +702,15 @@ ALLOWED = {
     "tapegrad.rand": "*size, as PyTorch's",
     "tapegrad.randn": "*size, as PyTorch's",
     "tapegrad.einsum": "einsum(equation, *operands), as PyTorch's",
+    "tapegrad.atleast_1d": "*tensors, as PyTorch's; each must be a Tensor",
+    "tapegrad.atleast_2d": "*tensors, as PyTorch's; each must be a Tensor",
+    "tapegrad.atleast_3d": "*tensors, as PyTorch's; each must be a Tensor",
+    "tapegrad.block_diag": "*tensors, as PyTorch's; each must be a Tensor",
+    "tapegrad.broadcast_shapes": "*shapes, as PyTorch's; each an int or a sequence of ints",
+    "tapegrad.broadcast_tensors": "*tensors, as PyTorch's; each must be a Tensor",
+    "tapegrad.cartesian_prod": "*tensors, as PyTorch's; each must be a Tensor",
+    "tapegrad.meshgrid": "meshgrid(*tensors, indexing=None), as PyTorch's",
+    "Tensor.broadcast_to": "x.broadcast_to(2, 3) or x.broadcast_to((2, 3)), as PyTorch's",
     "tapegrad.randint": "PyTorch's randint(high, size) and randint(low, high, size); parsed",
     "tapegrad.randint_like": "PyTorch's randint_like(input, high) and (input, low, high); "
                              "parsed",
@@ -829,7 +858,10 @@ ACTIVATION_FUNCTIONS = ["relu", "leaky_relu", "hardtanh", "elu", "celu", "selu",
                         "threshold", "mish", "hardswish", "hardsigmoid", "silu", "relu6",
                         "softsign", "tanhshrink", "sigmoid", "tanh", "softmax", "log_softmax",
                         "softmin", "dropout", "layer_norm", "group_norm", "rms_norm",
-                        "batch_norm", "embedding", "normalize", "pad"]
+                        "batch_norm", "embedding", "normalize", "pad", "instance_norm",
+                        "local_response_norm", "dropout1d", "dropout2d", "dropout3d",
+                        "alpha_dropout", "feature_alpha_dropout", "embedding_bag",
+                        "multi_head_attention_forward"]
 
 
 def _module_init(cls):
@@ -842,7 +874,23 @@ def _module_init(cls):
     return sig
 
 
-@pytest.mark.parametrize("name", ALL_LOSS_MODULES + ACTIVATIONS)
+POOLING_MODULES = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
+                   "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Upsample",
+                   "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle",
+                   "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+                   "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+                   "CircularPad1d", "CircularPad2d", "ZeroPad3d", "ConstantPad3d",
+                   "ReflectionPad3d", "ReplicationPad3d", "CircularPad3d", "LPPool1d", "LPPool2d"]
+POOLING_FUNCTIONS = ["max_pool1d_with_indices", "max_pool2d_with_indices", "adaptive_avg_pool2d",
+                     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+                     "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
+                     "lp_pool1d", "lp_pool2d"]
+CONV_MODULES = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "Fold", "Unfold"]
+CONV_FUNCTIONS = ["unfold", "fold"]     # (conv1d, conv2d, ...: PyTorch's are builtins)
+
+
+@pytest.mark.parametrize("name", ALL_LOSS_MODULES + ACTIVATIONS + POOLING_MODULES
+                         + CONV_MODULES)
 def test_loss_and_activation_modules_match_pytorchs_signatures(name):
     torch = pytest.importorskip("torch")
     ours, theirs = getattr(nn, name), getattr(torch.nn, name)
@@ -850,7 +898,8 @@ def test_loss_and_activation_modules_match_pytorchs_signatures(name):
     assert _signature(ours.forward) == _signature(theirs.forward)
 
 
-@pytest.mark.parametrize("name", LOSS_FUNCTIONS + ACTIVATION_FUNCTIONS)
+@pytest.mark.parametrize("name", LOSS_FUNCTIONS + ACTIVATION_FUNCTIONS + POOLING_FUNCTIONS
+                         + CONV_FUNCTIONS)
 def test_functional_signatures_match_pytorchs(name):
     torch = pytest.importorskip("torch")
     theirs = _signature(getattr(torch.nn.functional, name))

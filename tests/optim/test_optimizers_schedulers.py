@@ -873,26 +873,27 @@ def _momentum_reference(buffers):
 def test_state_replaced_by_hand_between_steps_takes_effect():
     """step() caches the kernel's table of parameter and buffer ids; a buffer replaced in
     opt.state (or the whole entry dropped, or opt.state reassigned) must be seen at the
-    next step, as in PyTorch, which reads the state every step."""
+    next step, as in PyTorch, which reads the state every step. (The reference is NumPy
+    without the fused multiply-adds of PyTorch's update, hence a few ulps.)"""
     def replace(opt, p):
         opt.state[p]["momentum_buffer"] = tg.full((2,), 10.0, dtype=tg.float64)
     np.testing.assert_allclose(_momentum_steps(replace),
-                               _momentum_reference({2: np.full(2, 10.0)}), rtol=1e-15)
+                               _momentum_reference({2: np.full(2, 10.0)}), rtol=1e-14)
     drop = lambda opt, p: opt.state.pop(p)                     # noqa: E731
     np.testing.assert_allclose(_momentum_steps(drop), _momentum_reference({2: None}),
-                               rtol=1e-15)
+                               rtol=1e-14)
 
     def reset(opt, p):
         opt.state = {}
     np.testing.assert_allclose(_momentum_steps(reset), _momentum_reference({2: None}),
-                               rtol=1e-15)
+                               rtol=1e-14)
     def entry_then_buffer(opt, p):          # a plain dict set as the entry, then edited
         opt.state[p] = {"momentum_buffer": tg.zeros(2, dtype=tg.float64)}
         opt.state[p]["momentum_buffer"] = tg.full((2,), 10.0, dtype=tg.float64)
     np.testing.assert_allclose(_momentum_steps(entry_then_buffer),
-                               _momentum_reference({2: np.full(2, 10.0)}), rtol=1e-15)
+                               _momentum_reference({2: np.full(2, 10.0)}), rtol=1e-14)
     untouched = _momentum_steps(lambda opt, p: None)
-    np.testing.assert_allclose(untouched, _momentum_reference({}), rtol=1e-15)
+    np.testing.assert_allclose(untouched, _momentum_reference({}), rtol=1e-14)
     assert not np.allclose(untouched, _momentum_steps(replace))
 
 
