@@ -37,6 +37,8 @@ from ._front import assembly as _assembly, statistics as _statistics, storage as
 from ._front import statistics_ops as _statistics_ops, scatter_ops as _scatter_ops
 from . import autograd
 from .autograd import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
+from .autograd.anomaly_mode import (is_anomaly_enabled, is_anomaly_check_nan_enabled,
+                                     set_anomaly_enabled)
 
 _methods.install(Tensor, globals())     # every method and function the modules above defined
 

@@ -216,7 +216,8 @@ class Engine:
             for k in range(4):
                 buf[k * cap:k * cap + ocap] = old[k * ocap:(k + 1) * ocap]
         else:
-            self.swstate = np.zeros(L.SWW, np.int64)
+            # (one word more: anomaly mode's flag, see sweep.SW_ANOMALY)
+            self.swstate = np.zeros(L.SWW + 1, np.int64)
             self.ctx[L.C_SW_STATE] = self.swstate.ctypes.data
         self.swbuf = buf
         self.ctx[L.C_SW_BUF] = buf.ctypes.data
@@ -474,3 +475,62 @@ def engine():
     if ENGINE is None:
         ENGINE = Engine()
     return ENGINE
+
+
+# fork (multiprocessing's fork start method, DataLoader workers, os.fork): the child has
+# only the forking thread. A lock another thread held at the fork would stay held in the
+# child for ever, and that thread's half-done engine work (a sweep paused for a Python
+# callback) would never finish. So the fork waits (a bounded time) for the engine's lock,
+# as the logging module does for its own, and for Numba's compiler lock, which a thread
+# loading kernels may hold; the child starts with them free. The elementwise threads are
+# started and joined inside one compiled call (threads.py), which holds the GIL, so none
+# runs at a fork; the tables are plain memory the child gets a copy of.
+_FORK_WAIT = 10.0       # seconds: past it the fork goes on and the child gets fresh locks
+_FORK_HELD = []
+
+
+def _compiler_lock():
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        return global_compiler_lock._lock
+    except (ImportError, AttributeError):
+        return None
+
+
+def _before_fork():
+    held = []
+    locks = [_compiler_lock()]
+    if ENGINE is not None:
+        locks.insert(0, ENGINE.lock)
+    for lock in locks:
+        if lock is not None and lock.acquire(timeout=_FORK_WAIT):
+            held.append(lock)
+    _FORK_HELD.append(held)
+
+
+def _after_fork_parent():
+    for lock in reversed(_FORK_HELD.pop() if _FORK_HELD else []):
+        lock.release()
+
+
+def _after_fork_child():
+    held = _FORK_HELD.pop() if _FORK_HELD else []
+    for lock in reversed(held):
+        lock.release()
+    cl = _compiler_lock()
+    if cl is not None and cl not in held:
+        from numba.core.compiler_lock import global_compiler_lock
+        global_compiler_lock._lock = threading.RLock()
+    E = ENGINE
+    if E is None:
+        return
+    if E.lock not in held:      # (another thread kept it: that thread is gone here)
+        E.lock = threading.RLock()
+        sw = getattr(E, "swstate", None)
+        if sw is not None and sw[L.SW_ACTIVE] and E.op != E._first_op:
+            E.entry(core.sweep_abort)(E.caddr)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+                        after_in_child=_after_fork_child)

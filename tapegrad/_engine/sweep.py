@@ -4,13 +4,89 @@ of the saved inputs, hooks and autograd.Function rows handed back to Python
 (E_CALLBACK), and the pruning autograd.grad's captures allow."""
 from .layout import *  # noqa: F401,F403  (column names are the vocabulary of this file)
 from .lowlevel import (jit, jit_entry, jit_native, ctx_of, meta_of, stor_of, tape_of, iargs_of,
-                       outs_of, err_of, opinfo_of, bwd_table, i64_at, call_kernel, call_native_i2)
+                       outs_of, err_of, opinfo_of, bwd_table, i64_at, f32_at, f64_at, call_kernel,
+                       call_native_i2)
 from .memory import (KIND_META, KIND_STOR, refused_sweep, bytes_of, data_addr, decref, drain,
                      itemsize, meta_new, rec_at, rec_log, set_contiguous_strides)
 from .views import version_of
 from .loops import add_into, add_one
 from .grads import edge_grad_addr, grad_attr_addr, leaf_grad_addr, out_numel, row_grad_addr
 from .elementwise import call_ew, ew_backward_prep
+
+# anomaly mode (autograd.detect_anomaly): a word after the sweep's state, set by Python,
+# read once per sweep; a row whose backward wrote NaN into an input's gradient stops the
+# sweep with E_ANOMALY, err = (row, input index)
+SW_ANOMALY = SWW
+SW_WORDS = SWW + 1
+E_ANOMALY = -41
+
+
+@jit
+def _edge_buffer(C, r, k):
+    """(address, numel, dtype) of the gradient buffer input k of row r accumulates into,
+    if it exists yet (address 0 otherwise): nothing is made, nothing is bumped."""
+    T = tape_of(C)
+    M = meta_of(C)
+    base = R_IN + k * IW
+    pr = T[r, base + IN_ROW]
+    if pr >= 0:
+        sid = T[pr, R_GBUF]
+        if not T[pr, R_STATE] & RS_MARK or sid < 0:
+            return 0, 0, F32
+        n = out_numel(T, pr)
+        dt = T[pr, R_ODTYPE]
+        return stor_of(C)[sid, S_ADDR] + T[r, base + IN_OIDX] * n * itemsize(dt), n, dt
+    t = T[r, base + IN_T]
+    if t < 0:
+        return 0, 0, F32
+    if C[C_MODE] == MODE_GRAD or M[t, M_FLAGS] & FL_HOOK:
+        sid = M[t, M_GTMP]
+        if sid < 0:
+            return 0, 0, F32
+        return stor_of(C)[sid, S_ADDR], M[t, M_NUMEL], M[t, M_DTYPE]
+    if M[t, M_GRAD] < 0:
+        return 0, 0, F32
+    return data_addr(C, M[t, M_GRAD]), M[t, M_NUMEL], M[t, M_DTYPE]
+
+
+@jit
+def _edge_has_nan(C, r, k):
+    a, n, dt = _edge_buffer(C, r, k)
+    if a == 0 or (dt != F32 and dt != F64):
+        return False
+    if dt == F32:
+        x = f32_at(a, n)
+        for i in range(n):
+            if x[i] != x[i]:
+                return True
+    else:
+        y = f64_at(a, n)
+        for i in range(n):
+            if y[i] != y[i]:
+                return True
+    return False
+
+
+@jit
+def _nan_edges(C, r):
+    """Bits of row r's inputs whose gradient buffer holds NaN already (before its
+    backward runs: a NaN another row put there is not this row's)."""
+    T = tape_of(C)
+    bits = 0
+    for k in range(T[r, R_NIN]):
+        if _edge_has_nan(C, r, k):
+            bits |= 1 << k
+    return bits
+
+
+@jit
+def _first_new_nan(C, r, before):
+    """The first input of row r whose gradient gained NaN in its backward, or -1."""
+    T = tape_of(C)
+    for k in range(T[r, R_NIN]):
+        if not (before >> k) & 1 and _edge_has_nan(C, r, k):
+            return k
+    return -1
 
 
 @jit
@@ -239,7 +315,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
             for i in range(2 * nroots):
                 R[p + 6 + i] = I[i]
     # the state that must survive a pause for Python lives in buffers Python sized
-    W_ = i64_at(C[C_SW_STATE], SWW)
+    W_ = i64_at(C[C_SW_STATE], SW_WORDS)
     deliver = B[cap:2 * cap]
     nd_ = 0
     for i in range(ncap):
@@ -305,7 +381,7 @@ def _sweep_loop(caddr):
     info = opinfo_of(C)
     cap = C[C_SW_CAP]
     B = i64_at(C[C_SW_BUF], 4 * cap)
-    W_ = i64_at(C[C_SW_STATE], SWW)
+    W_ = i64_at(C[C_SW_STATE], SW_WORDS)
     stack = B[0:cap]
     deliver = B[cap:2 * cap]
     ns = W_[SW_NS]
@@ -314,6 +390,7 @@ def _sweep_loop(caddr):
     retain = W_[SW_RETAIN] != 0
     pending = W_[SW_PENDING]
     W_[SW_PENDING] = -1
+    anomaly = W_[SW_ANOMALY] != 0
     while ns > 0 or pending >= 0:
         if pending >= 0:
             r = pending
@@ -342,6 +419,7 @@ def _sweep_loop(caddr):
             if not py and not norun:    # (a Function's backward already ran, in Python)
                 slot = op * NKSLOT + (1 if T[r, R_ODTYPE] == F64 else 0)
                 fn = bwd[slot]
+                before = _nan_edges(C, r) if anomaly else 0
                 if info[op, O_KIND] == KIND_EW:
                     ew_backward_prep(C, r)
                     st = call_ew(C, fn, bwd, slot + KSLOT_ROWS, True)
@@ -350,6 +428,12 @@ def _sweep_loop(caddr):
                 if st != K_OK:
                     status = st if st < 0 else E_KERNEL
                     E[0] = r
+                elif anomaly:
+                    k = _first_new_nan(C, r, before)
+                    if k >= 0:
+                        status = E_ANOMALY
+                        E[0] = r
+                        E[1] = k
         if status == 0 and C[C_NOMEM_COUNT] != C[C_SW_REFUSED]:
             status = E_NOMEM        # (a gradient buffer of this row or a seed was refused)
             E[0] = r
@@ -429,7 +513,7 @@ def sweep_abort(caddr):
     T = tape_of(C)
     cap = C[C_SW_CAP]
     B = i64_at(C[C_SW_BUF], 4 * cap)
-    W_ = i64_at(C[C_SW_STATE], SWW)
+    W_ = i64_at(C[C_SW_STATE], SW_WORDS)
     if W_[SW_ACTIVE] == 0:
         return 0
     for j in range(W_[SW_NM]):

@@ -41,6 +41,11 @@ def _dims_mask(dim, ndim, fn):
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
     if len(dims) == 0:              # PyTorch: an empty dim list reduces everything
         return (1 << ndim) - 1
+    for i, d in enumerate(dims):    # (every element's type before any range: PyTorch's)
+        if len(dims) > 1 and (not isinstance(d, (int, np.integer)) or isinstance(d, bool)):
+            raise TypeError(f"{fn}(): argument 'dim' failed to unpack the object at pos "
+                            f"{i + 1} with error \"type must be tuple of ints,but got "
+                            f"{type(d).__name__}\"")
     mask = 0
     for d in dims:
         d = _dim(d, ndim, fn)

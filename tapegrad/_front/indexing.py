@@ -135,7 +135,8 @@ def narrow(input, dim, start, length):
     if not -size <= start <= size:
         raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
                          f"but got {start})")
-    start %= size if size else 1
+    if start < 0:           # (start == size stays: an empty slice at the end, or an error)
+        start += size
     if length < 0 or start + length > size:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
                            f"({size}).")
@@ -692,6 +693,7 @@ def _masked_fill(input, mask, value, _inplace):
 def setitem(self, key, value):
     if not (isinstance(value, Tensor) or _is_scalar(value)):
         raise TypeError(f"can't assign a {type(value).__name__} to a tapegrad tensor")
+    orig_key = key
     key = _index_key(self, key)
     if not self.dtype.is_floating_point:
         pos = _positions(list(self.shape), key)
@@ -713,6 +715,13 @@ def setitem(self, key, value):
     if len(v.shape) > len(pos.shape):           # PyTorch drops leading 1s of the value
         v = v.reshape(v.shape[len(v.shape) - len(pos.shape):])
     advanced = any(_is_advanced(k) for k in key)
+    if not advanced and _overlaps(self):
+        # an expanded tensor: PyTorch writes into the view self[key], which need not
+        # repeat a memory location though self does (the engine refuses self)
+        view = getitem(self, orig_key)
+        if not _overlaps(view):
+            copy_(view, v)
+            return
     try:        # a basic key writes through a view: PyTorch's CopySlices
         _put(self, pos, v, op="index_put" if advanced else "copy_slices")
     except RuntimeError as exc:
@@ -721,6 +730,11 @@ def setitem(self, key, value):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.") from None
         raise
+
+
+def _overlaps(t):
+    """Whether t has a 0 stride over a dim longer than 1 (elements sharing memory)."""
+    return any(n > 1 and st == 0 for n, st in zip(t.shape, t.stride()))
 
 
 def _value_shape(v, shape):

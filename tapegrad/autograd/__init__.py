@@ -1,4 +1,5 @@
 """tapegrad.autograd: backward(), grad(), grad-mode switches, graph nodes."""
+import re as _re
 import warnings as _warnings
 
 from .._engine import layout as L
@@ -14,10 +15,48 @@ from .._front.creation import zeros_like as _zeros_like
 from .._front.dtype import BY_CODE as _BY_CODE
 from .._front.tensor import Tensor as _Tensor, _wrap, _check_not_stale
 from .._engine.state import note_break as _note_break
+from .anomaly_mode import (detect_anomaly, set_detect_anomaly, is_anomaly_enabled,
+                           is_anomaly_check_nan_enabled, E_ANOMALY as _E_ANOMALY)
+from . import anomaly_mode as _anomaly
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "inference_mode",
            "set_grad_enabled", "is_grad_enabled", "Node", "AccumulateGrad", "Function",
-           "FunctionCtx"]
+           "FunctionCtx", "Variable", "detect_anomaly", "set_detect_anomaly",
+           "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _Tensor)         # (every tensor is a Variable, as in PyTorch)
+
+
+class Variable(metaclass=_VariableMeta):
+    """PyTorch's legacy wrapper: Variable(t, requires_grad=False) returns a new tensor
+    sharing t's memory, without its history, requiring grad as asked (volatile: removed,
+    with PyTorch's warning); isinstance(x, Variable) holds for every tensor."""
+
+    def __new__(cls, data=None, requires_grad=False, volatile=False):
+        if volatile:
+            _warnings.warn("volatile was removed and now has no effect. Use `with "
+                           "torch.no_grad():` instead.", UserWarning, stacklevel=2)
+        if data is None:
+            data = _empty0()
+        if not isinstance(data, _Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got "
+                            f"{type(data).__name__}")
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"Variable(): argument 'requires_grad' must be bool, not "
+                            f"{type(requires_grad).__name__}")
+        out = data.detach()
+        if requires_grad and not out.dtype.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        return out.requires_grad_(requires_grad)
+
+
+def _empty0():
+    from .._front.creation import empty
+    return empty(0)
 
 
 def _as_list(x):
@@ -30,13 +69,17 @@ def _describe(t):
     desc = f"[tapegrad.{_BY_CODE[m[L.M_DTYPE]].tensor_type} {shape}]"
     if m[L.M_SRCOP] >= 0:
         name = OPS[int(m[L.M_SRCOP])].grad_fn
-        base = name[:-len("Backward0")] if name.endswith("Backward0") else name
+        base = _re.sub(r"Backward\d+$", "", name)      # (PyTorch's: RsubBackward1 is Rsub)
         desc += f", which is output {int(m[L.M_SRCIDX])} of {base},"
     return desc
 
 
 def _sweep_error(code, err):
     E = _engine()
+    if code == _E_ANOMALY:
+        return _anomaly.nan_error(err)
+    if code in (L.E_FREED, L.E_VERSION):     # (a row's error: anomaly mode names its forward)
+        _anomaly.warn_row(int(err[0]), stacklevel=4)
     if code == L.E_FREED:
         return RuntimeError(
             "Trying to backward through the graph a second time (or directly access saved "
@@ -45,14 +88,19 @@ def _sweep_error(code, err):
             "retain_graph=True if you need to backward through the graph a second time or if "
             "you need to access saved tensors after calling backward.")
     if code == L.E_VERSION:
-        row, saved, now, expected, k = (int(x) for x in err[:5])
-        op = OPS[int(E.tape[row, L.R_OP])]
-        consumer = op.saved_by.get(k, op.grad_fn)
+        saved, now, expected = (int(x) for x in err[1:4])
+        if is_anomaly_enabled():    # (PyTorch's hints: the warning above names the row)
+            hint = ("the backtrace further above shows the operation that failed to compute "
+                    "its gradient. The variable in question was changed in there or anywhere "
+                    "later. Good luck!")
+        else:
+            hint = ("enable anomaly detection to find the operation that failed to compute "
+                    "its gradient, with tapegrad.autograd.set_detect_anomaly(True, "
+                    "check_nan=False).")
         return RuntimeError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: {_describe(saved)} is at version {now}; expected version "
-            f"{expected} instead. Hint: the tensor was saved for {consumer}; make the in-place "
-            "change on a clone, or call the op before the change.")
+            f"{expected} instead. Hint: {hint}")
     if code in (L.E_NOMEM, L.E_OVERFLOW):        # a gradient buffer could not be made
         return _sizes.engine_error(code, err, int(E.ctx[L.C_NOMEM_BYTES]))
     return RuntimeError(f"backward failed with engine status {code}")
@@ -220,7 +268,7 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
                 r = E.sweep(E.caddr, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
                 if r >= 0 and not _LEAF_HOOKS:
                     return
-                if r >= 0 or r == L.E_CALLBACK or r in (L.E_NOMEM, L.E_OVERFLOW):
+                if r >= 0 or r == L.E_CALLBACK or r in (L.E_NOMEM, L.E_OVERFLOW, _E_ANOMALY):
                     # (an allocation refused mid-sweep: starting over would find the
                     # rows already run, and report a second backward)
                     if r >= 0 or r == L.E_CALLBACK:

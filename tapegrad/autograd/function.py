@@ -13,6 +13,7 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.state import engine, GRAD_MODE
 from .grad_mode import no_grad
+from .anomaly_mode import check_function_grads
 from .._engine.state import note_break
 
 from .._front import dtype as D
@@ -243,6 +244,7 @@ def _run_function(row, retain):
     if len(res) != nargs:
         raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of "
                            f"gradients (expected {nargs}, got {len(res)})")
+    check_function_grads(row, res)          # (anomaly mode's NaN check; else nothing)
     E = engine()
     add = E.entry(core.add_to_edge)
     for i, k in rec.args:
