@@ -1,7 +1,8 @@
 """Matrix products: the compiled kernels call the BLAS that NumPy ships, by symbol.
 
 NumPy's wheels bundle OpenBLAS with 64-bit integers (`scipy_cblas_sgemm64_`; NumPy 1.x:
-`cblas_sgemm64_`). Its address is registered with LLVM's symbol table under a name of
+`cblas_sgemm64_`); on AVX-512 CPUs where that library picks AVX2 kernels, a private
+instance of it with its AVX-512 kernels (blas_library.py). Its address is registered with LLVM's symbol table under a name of
 ours (`tapegrad_cblas_sgemm`/`_dgemm`) before any kernel is compiled or loaded, and the
 kernels call that name: the call links like malloc's, so kernels stay cacheable.
 
@@ -16,7 +17,6 @@ compiled trampolines that call SciPy's Fortran `sgemm`/`dgemm` (always there: Sc
 dependency); `TAPEGRAD_BLAS=scipy` forces that path (the tests use it).
 """
 import ctypes
-import glob
 import os
 
 import numpy as np
@@ -24,6 +24,8 @@ from llvmlite import binding as ll
 from numba import types, carray
 from numba.extending import overload
 
+from . import blas_library
+from .cache import CACHE_DIR
 from .lowlevel import jit, cfunc, ptr_f32, ptr_f64, OVERLOAD_OPTIONS
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -39,30 +41,10 @@ cblas_sgemm = types.ExternalFunction("tapegrad_cblas_sgemm", _SIG32)
 cblas_dgemm = types.ExternalFunction("tapegrad_cblas_dgemm", _SIG64)
 
 
-def _bundled_libraries():
-    """Shared libraries shipped inside NumPy's wheel (Linux: numpy.libs, macOS: .dylibs,
-    Windows: numpy.libs / numpy/.libs)."""
-    root = os.path.dirname(np.__file__)
-    found = []
-    for d in (os.path.join(root, os.pardir, "numpy.libs"), os.path.join(root, ".dylibs"),
-              os.path.join(root, ".libs")):
-        found += sorted(glob.glob(os.path.join(d, "*openblas*")))
-    return found
-
-
 def _numpy_cblas():
-    """(sgemm address, dgemm address, library path) of NumPy's ILP64 cblas, or None."""
-    for path in _bundled_libraries():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for s, d in (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_"),
-                     ("cblas_sgemm64_", "cblas_dgemm64_")):
-            if hasattr(lib, s) and hasattr(lib, d):
-                return (ctypes.cast(getattr(lib, s), ctypes.c_void_p).value,
-                        ctypes.cast(getattr(lib, d), ctypes.c_void_p).value, path)
-    return None
+    """(sgemm address, dgemm address, library handle) of NumPy's ILP64 cblas (or of its
+    private AVX-512 instance: blas_library.py), or None."""
+    return blas_library.numpy_cblas(CACHE_DIR)
 
 
 # ---------------------------------------------------------------- the fallback: SciPy
@@ -110,13 +92,14 @@ _KEEP = []
 
 
 def _register():
-    """Bind the symbol names; returns (where they point: "numpy" or "scipy", library)."""
+    """Bind the symbol names; returns (where they point: "numpy" or "scipy", the library's
+    ctypes handle or None)."""
     found = None if os.environ.get("TAPEGRAD_BLAS") == "scipy" else _numpy_cblas()
     if found is not None:
-        s, d, path = found
+        s, d, lib = found
         ll.add_symbol("tapegrad_cblas_sgemm", s)
         ll.add_symbol("tapegrad_cblas_dgemm", d)
-        return "numpy", path
+        return "numpy", lib
     from .cache import kernel_cache
     fs, fd = _scipy_fortran()
     ll.add_symbol("tapegrad_f77_sgemm", fs)
@@ -130,7 +113,7 @@ def _register():
     return "scipy", None
 
 
-SOURCE, LIBRARY = _register()
+SOURCE, LIBRARY = _register()      # (LIBRARY: the OpenBLAS handle, None on SciPy's path)
 
 
 # ---------------------------------------------------------------- the kernels' entry

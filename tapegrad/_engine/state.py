@@ -431,11 +431,26 @@ def set_alloc_limit(nbytes=None):
 
 
 def set_num_threads(n):
-    """How many threads large elementwise ops may use (PyTorch's torch.set_num_threads).
-    Results do not depend on it."""
+    """How many threads tapegrad's kernels may use (PyTorch's torch.set_num_threads): the
+    large elementwise loops, the matrix products' OpenBLAS (NumPy's, whose own products
+    then follow it too, as with threadpoolctl, or tapegrad's private instance of it: see
+    _engine/blas_library.py) and the OpenBLAS of SciPy, whose LAPACK tapegrad.linalg
+    calls (and SciPy's own products then follow it). Results do not depend on it."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     engine().set_num_threads(n)
+    _set_blas_threads(n)
+
+
+def _set_blas_threads(n):
+    """Set the thread count of the OpenBLAS tapegrad's products call. (Left at OpenBLAS's
+    own default until asked: one idle-spinning BLAS thread per core is what makes a product
+    10-100x slower on a busy machine, so a user asking for n threads means the products
+    too.)"""
+    from . import blas, blas_library
+    for lib in (blas.LIBRARY, blas_library.scipy_openblas()):
+        if lib is not None:
+            blas_library.set_threads(lib, n)
 
 
 def get_num_threads():

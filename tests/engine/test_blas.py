@@ -1,6 +1,7 @@
 """Matrix products go to the BLAS NumPy ships (tapegrad/_engine/blas.py), or, without it,
 to SciPy's Fortran BLAS through a trampoline. Both must give NumPy's products for every
 operand layout the kernels hand over (C-ordered, transposed, strided, vectors, empty)."""
+import ctypes
 import json
 import os
 import subprocess
@@ -61,7 +62,23 @@ def test_bound_to_numpys_bundled_openblas_when_numpy_ships_one():
     if os.environ.get("TAPEGRAD_BLAS") == "scipy" or blas._numpy_cblas() is None:
         pytest.skip("this NumPy ships no ILP64 OpenBLAS (the SciPy path is tested below)")
     assert blas.SOURCE == "numpy"
-    assert "openblas" in os.path.basename(blas.LIBRARY)
+    assert "openblas" in os.path.basename(blas.LIBRARY._name)
+
+
+def test_avx512_machines_get_openblas_avx512_kernels_and_numpy_keeps_its_own():
+    from tapegrad._engine import blas_library as BL
+    if blas.SOURCE != "numpy":
+        pytest.skip("the products run on SciPy's BLAS here")
+    numpys = BL.corename(ctypes.CDLL(BL.bundled_libraries()[0]))
+    ours = BL.corename(blas.LIBRARY)
+    if BL._AVX512 <= BL._cpu_flags() and numpys not in ("SkylakeX", "Cooperlake",
+                                                           "SapphireRapids"):
+        assert ours == "SkylakeX" and blas.LIBRARY._name != BL.bundled_libraries()[0]
+    else:
+        assert ours == numpys
+    # (NumPy's products still run on its own instance, with the kernels it chose)
+    a = np.random.default_rng(0).standard_normal((64, 64))
+    np.testing.assert_allclose(a @ a.T, np.einsum("ij,kj->ik", a, a), rtol=1e-12)
 
 
 _FALLBACK = r"""

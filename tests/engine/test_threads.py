@@ -5,6 +5,7 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 
 import tapegrad as tg
 
@@ -126,3 +127,22 @@ def test_one_compiled_function_replayed_by_threads_at_once():
     _run_threads(lambda s: _compiled_work(f, s, 500, failures), 4)
     assert failures == []
     assert f.stats["recordings"] == 2
+
+
+def test_set_num_threads_sets_the_openblas_the_products_run_on():
+    from tapegrad._engine import blas
+    if blas.SOURCE != "numpy":
+        pytest.skip("the products run on SciPy's BLAS here")
+    get = blas.LIBRARY.scipy_openblas_get_num_threads64_
+    before = tg.get_num_threads()
+    from tapegrad._engine import blas_library
+    scipys = blas_library.scipy_openblas()
+    try:
+        tg.set_num_threads(1)
+        assert get() == 1
+        assert scipys is None or scipys.scipy_openblas_get_num_threads() == 1
+        tg.set_num_threads(2)
+        assert get() == 2
+        assert scipys is None or scipys.scipy_openblas_get_num_threads() == 2
+    finally:
+        tg.set_num_threads(before)
