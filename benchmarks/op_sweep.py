@@ -53,6 +53,23 @@ def cases(np):
         ("topk", mid, lambda L, x: x.topk(5, 1).values),
         ("flip", big, lambda L, x: L.flip(x, [1])),
         ("roll", big, lambda L, x: L.roll(x, 3, 1)),
+        ("cumprod(1)", mid, lambda L, x: x.cumprod(1)),
+        ("cumprod(0)", mid, lambda L, x: x.cumprod(0)),
+        ("cummax(1)", mid, lambda L, x: x.cummax(1).values),
+        ("logcumsumexp(1)", mid, lambda L, x: x.logcumsumexp(1)),
+        ("median(1)", mid, lambda L, x: x.median(1).values),
+        ("nanmedian(1)", mid, lambda L, x: x.nanmedian(1).values),
+        ("kthvalue(5, 1)", mid, lambda L, x: x.kthvalue(5, 1).values),
+        ("mode(1)", mid, lambda L, x: x.mode(1).values),
+        ("quantile(0.3, 1)", mid, lambda L, x: L.quantile(x, 0.3, dim=1)),
+        ("lgamma", mid, lambda L, x: x.lgamma()),
+        ("digamma", mid, lambda L, x: x.digamma()),
+        ("erfinv", mid, lambda L, x: (x * 0.3).tanh().erfinv()),
+        ("scatter_add", mid, lambda L, x: L.zeros(256, 1000).scatter_add(
+            1, L.tensor(np.tile(np.arange(1000)[::-1].copy(), (256, 1))), x)),
+        ("index_add", mid, lambda L, x: L.zeros(256, 1000).index_add(
+            1, L.tensor(np.arange(1000)[::-1].copy()), x)),
+        ("cdist p=1", (256, 64), lambda L, x: L.cdist(x, x, p=1.0)),
     ]
 
 
