@@ -186,7 +186,8 @@ PLW = 4           #   0): a block still in use is never handed out twice
 
 # ---- sweep state (persists while the sweep is paused for Python) -----------------
 SW_NS, SW_ND, SW_NCAP, SW_NM, SW_RETAIN, SW_STATUS, SW_PENDING, SW_ACTIVE = range(8)
-SWW = 8
+SW_ANOMALY = 8      # anomaly mode's NaN check on (set by Python, read once per sweep)
+SWW = 9
 
 # ---- opinfo[op, :] --------------------------------------------------------------
 O_SAVES_IF = 0   # 0..2: what to save when input k requires grad (bit j: input j; SAVE_OUT)
@@ -255,6 +256,8 @@ E_FALLBACK = -27     # a replay's fused op does not apply to these operands (not
                      # the executor runs the ops it replaced instead (replay/_run.I_ALT)
 E_OVERFLOW = -28     # a tensor's size overflows int64: err = (ndim, shape[0:ndim] at 1..8, item
                      # size at 9: 0 for a view, whose element count overflowed)
+E_ANOMALY = -29      # anomaly mode: a row's backward wrote NaN into an input's gradient:
+                     # err = (row, input index)
 CB_HOOKS, CB_FUNCTION = 1, 2
 
 # ---- desc[...]: what an elementwise loop needs, prepared once by the engine ----------

@@ -216,8 +216,7 @@ class Engine:
             for k in range(4):
                 buf[k * cap:k * cap + ocap] = old[k * ocap:(k + 1) * ocap]
         else:
-            # (one word more: anomaly mode's flag, see sweep.SW_ANOMALY)
-            self.swstate = np.zeros(L.SWW + 1, np.int64)
+            self.swstate = np.zeros(L.SWW, np.int64)
             self.ctx[L.C_SW_STATE] = self.swstate.ctypes.data
         self.swbuf = buf
         self.ctx[L.C_SW_BUF] = buf.ctypes.data

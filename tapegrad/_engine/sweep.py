@@ -13,12 +13,9 @@ from .loops import add_into, add_one
 from .grads import edge_grad_addr, grad_attr_addr, leaf_grad_addr, out_numel, row_grad_addr
 from .elementwise import call_ew, ew_backward_prep
 
-# anomaly mode (autograd.detect_anomaly): a word after the sweep's state, set by Python,
-# read once per sweep; a row whose backward wrote NaN into an input's gradient stops the
-# sweep with E_ANOMALY, err = (row, input index)
-SW_ANOMALY = SWW
-SW_WORDS = SWW + 1
-E_ANOMALY = -41
+# anomaly mode (autograd.detect_anomaly): the sweep state's SW_ANOMALY word, read once per
+# sweep; a row whose backward wrote NaN into an input's gradient stops the sweep with
+# E_ANOMALY, err = (row, input index)
 
 
 @jit
@@ -315,7 +312,7 @@ def sweep(caddr, nroots, ncap, mode, retain):
             for i in range(2 * nroots):
                 R[p + 6 + i] = I[i]
     # the state that must survive a pause for Python lives in buffers Python sized
-    W_ = i64_at(C[C_SW_STATE], SW_WORDS)
+    W_ = i64_at(C[C_SW_STATE], SWW)
     deliver = B[cap:2 * cap]
     nd_ = 0
     for i in range(ncap):
@@ -381,7 +378,7 @@ def _sweep_loop(caddr):
     info = opinfo_of(C)
     cap = C[C_SW_CAP]
     B = i64_at(C[C_SW_BUF], 4 * cap)
-    W_ = i64_at(C[C_SW_STATE], SW_WORDS)
+    W_ = i64_at(C[C_SW_STATE], SWW)
     stack = B[0:cap]
     deliver = B[cap:2 * cap]
     ns = W_[SW_NS]
@@ -513,7 +510,7 @@ def sweep_abort(caddr):
     T = tape_of(C)
     cap = C[C_SW_CAP]
     B = i64_at(C[C_SW_BUF], 4 * cap)
-    W_ = i64_at(C[C_SW_STATE], SW_WORDS)
+    W_ = i64_at(C[C_SW_STATE], SWW)
     if W_[SW_ACTIVE] == 0:
         return 0
     for j in range(W_[SW_NM]):

@@ -4,7 +4,7 @@ While it is on, every op that records a row keeps the Python stack of its forwar
 a side table keyed by row (nothing is kept, and no op pays anything, while it is off: the
 engine's op entry is swapped for a recording one only then). With check_nan, the compiled
 sweep checks the gradients each row's backward wrote (a flag the sweep reads once, see
-_engine/sweep.SW_ANOMALY) and stops with E_ANOMALY naming the row and input; the front
+_engine/layout.SW_ANOMALY) and stops with E_ANOMALY naming the row and input; the front
 then prints PyTorch's "Error detected in ..." warning with the stored forward stack and
 raises PyTorch's RuntimeError.
 
@@ -18,7 +18,6 @@ import traceback
 import warnings
 
 from .._engine import layout as L
-from .._engine import sweep as _sweep
 from .._engine.state import engine as _engine
 from ..ops.registry import OPS
 
@@ -28,7 +27,7 @@ __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
 _STATE = [False, True]      # enabled, check_nan (process-wide, as PyTorch's flags)
 _TRACES = {}                # row -> (opcode, StackSummary of its forward call)
 _REAL_OP = [None]           # the engine's own op entry while the recording one stands in
-E_ANOMALY = _sweep.E_ANOMALY
+E_ANOMALY = L.E_ANOMALY
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # frames of tapegrad's own dispatch, dropped from the inner end of a stored stack (PyTorch's
@@ -79,7 +78,7 @@ def set_anomaly_enabled(enabled, check_nan=True):
             _REAL_OP[0] = None
             _TRACES.clear()
         _STATE[0], _STATE[1] = enabled, check_nan
-        E.swstate[_sweep.SW_ANOMALY] = 1 if enabled and check_nan else 0
+        E.swstate[L.SW_ANOMALY] = 1 if enabled and check_nan else 0
 
 
 class detect_anomaly:
