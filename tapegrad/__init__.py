@@ -40,13 +40,14 @@ from .autograd import no_grad, enable_grad, inference_mode, set_grad_enabled, is
 from .autograd.anomaly_mode import (is_anomaly_enabled, is_anomaly_check_nan_enabled,
                                      set_anomaly_enabled)
 
-_methods.install(Tensor, globals())     # every method and function the modules above defined
 
 from ._front.functions import *  # noqa: F403  (module-level op spellings)
 from ._front.utilities import *  # noqa: F403  (equal, isclose, eye, randint, ...)
 from ._front.out_ops import *  # noqa: F403  (add, sum, cat, ... with out=)
 from . import nn
-_methods.install(Tensor, globals())     # (and those nn's modules defined: max_pool2d, ...)
+# every method and function the modules above defined (nn's too: conv2d, max_pool2d, ...);
+# names the star imports above put here first are kept
+_methods.install(Tensor, globals())
 from . import optim
 from . import utils
 from .serialization import save, load
