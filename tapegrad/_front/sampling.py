@@ -1113,7 +1113,7 @@ def dropout_mask(shape, dtype, p, like=None):
     the replay when a step is recorded. like: the input, whose layout PyTorch's noise
     tensor keeps (empty_like), so a transposed input's mask is drawn in its memory order:
     drawn row-major in that order's shape, then permuted back."""
-    if like is not None:
+    if like is not None and not like.is_contiguous():     # (row-major: drawn in place)
         strides = _like_strides(like)
         if not _row_major(tuple(shape), strides):
             order = _iteration_order(tuple(shape), strides)
