@@ -458,7 +458,14 @@ def get_num_threads():
 
 
 ENGINE = None
-GRAD_MODE = [1]     # bit 0: grad mode enabled (read on every op, so a list, not a lookup)
+class _GradMode(threading.local):
+    """Grad mode, per thread as PyTorch's (a no_grad block in one thread leaves another
+    thread's recording alone); every thread starts with it on. `on` is the OPF_GRAD bit
+    each op passes to the engine."""
+    on = 1
+
+
+GRAD_MODE = _GradMode()
 RECORDING = [None]  # the tapegrad.compile recording in progress (Python-side events go there)
 
 

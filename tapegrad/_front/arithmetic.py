@@ -31,10 +31,10 @@ def _binary_method(op, named=False):
             raise not_tensor(op.name, self) from None
         if other.__class__ is Tensor or isinstance(other, Tensor):     # (or a Parameter)
             b = other._i
-            r = E.op(_CADDR, code, a, b, 0.0, GRAD_MODE[0] | _SOLO)
+            r = E.op(_CADDR, code, a, b, 0.0, GRAD_MODE.on | _SOLO)
         elif other.__class__ in scalars or (_is_scalar(other) and not (
                 scalars is not _SCALARS and isinstance(other, (bool, np.bool_)))):
-            r = E.op(_CADDR, code, a, -1, float(other), GRAD_MODE[0] | _SOLO)
+            r = E.op(_CADDR, code, a, -1, float(other), GRAD_MODE.on | _SOLO)
             b = -1
         else:
             if isinstance(other, (bool, np.bool_)):     # x - True: PyTorch refuses
@@ -83,13 +83,13 @@ def _inplace_method(op, name, out_of_place=None, named=False, nullary=False):
             raise not_tensor(name, other, "other")
         else:
             return NotImplemented
-        r = E.op(_CADDR, code, self._i, b, s, GRAD_MODE[0] | _INPLACE_SOLO)
+        r = E.op(_CADDR, code, self._i, b, s, GRAD_MODE.on | _INPLACE_SOLO)
         if r < 0:
             if _mixed(self._i, b) and (not unary or out_of_place is not None):
                 if other is None:
                     return promotion.unary_inplace(out_of_place, op.name, self)
                 return promotion.inplace(method, op.name, self, other)
-            run(op, self._i, b, s, GRAD_MODE[0] | 2)
+            run(op, self._i, b, s, GRAD_MODE.on | 2)
         return self
     method.__name__ = name
     return method
@@ -103,7 +103,7 @@ def _unary_method(op):
             a = self._i
         except AttributeError:
             raise not_tensor(op.name, self) from None
-        r = E.op(_CADDR, code, a, -1, 0.0, GRAD_MODE[0] | _SOLO)
+        r = E.op(_CADDR, code, a, -1, 0.0, GRAD_MODE.on | _SOLO)
         if r < 0:
             if _mixed(a, -1):
                 return promotion.unary(method, op.name, self)

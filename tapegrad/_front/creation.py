@@ -74,7 +74,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
     """A tensor of the given size whose values are whatever its memory held."""
     check_device(device, "empty")
     if out is not None:
-        if isinstance(out, Tensor) and GRAD_MODE[0] and out.requires_grad:
+        if isinstance(out, Tensor) and GRAD_MODE.on and out.requires_grad:
             raise RuntimeError("cannot resize variables that require grad")
         return _factory_out(out, "empty", dtype, requires_grad,
                             lambda dt: _new(size, dt, False, "empty"), fill=False)

@@ -65,7 +65,7 @@ def _reduce(self, name, dim, keepdim, flag):
             ia[_DIMS] = -1
             ia[_KEEP] = 0
             ia[_MEAN] = flag
-            r = E.op(_CADDR, _ALL[name].opcode, i, -1, 0.0, GRAD_MODE[0])
+            r = E.op(_CADDR, _ALL[name].opcode, i, -1, 0.0, GRAD_MODE.on)
         if r >= 0:
             return _wrap(r)
     mv = E.meta_mv
@@ -119,7 +119,7 @@ def _run_reduction(op, a, mask, keepdim, flag):
         ia[_DIMS] = mask
         ia[_KEEP] = keepdim
         ia[_MEAN] = flag
-        r = E.op(_CADDR, op.opcode, a, -1, 0.0, GRAD_MODE[0])
+        r = E.op(_CADDR, op.opcode, a, -1, 0.0, GRAD_MODE.on)
         if r < 0:
             return run(op, a, iargs=op.pack(dims=mask, keepdim=keepdim, mean=flag))
     return r
@@ -169,7 +169,7 @@ def _extreme(name, ret, flag):
                     ia[_XDIMS] = 1 << d
                     ia[_XKEEP] = 1 if keepdim else 0
                     ia[_WHICH] = flag
-                    if E.op(_CADDR, code, input._i, -1, 0.0, GRAD_MODE[0]) >= 0:
+                    if E.op(_CADDR, code, input._i, -1, 0.0, GRAD_MODE.on) >= 0:
                         # (both read before any Python call: a lock-free op of another
                         # thread cannot run in between and overwrite them)
                         outs = E.outs_mv
@@ -218,7 +218,7 @@ def matmul(input, other):
     if mv[input._i * _MW + _MN] == 2 and mv[other._i * _MW + _MN] == 2:
         # matrices (every linear layer): the kernel checks the inner sizes and dtypes, and
         # on any failure nothing has changed and the checks below say what is wrong
-        r = E.op(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE[0] | L.OPF_SOLO)
+        r = E.op(_CADDR, _MM, input._i, other._i, 0.0, GRAD_MODE.on | L.OPF_SOLO)
         if r >= 0:
             return _wrap(r)
     na, nb = input.ndim, other.ndim

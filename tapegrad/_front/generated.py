@@ -117,7 +117,7 @@ def _pointwise(op, spec):
                                 f"{type_label(v)}")
         if spec.check is not None:
             spec.check(values)
-        flags = GRAD_MODE[0] | (L.OPF_INPLACE if inplace else 0)
+        flags = GRAD_MODE.on | (L.OPF_INPLACE if inplace else 0)
         r = run(op, input._i, s=scalars[0], s2=scalars[1] if len(params) > 1 else None,
                 flags=flags)
         return input if inplace else _wrap(r)

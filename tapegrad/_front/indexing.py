@@ -683,7 +683,7 @@ def _masked_fill(input, mask, value, _inplace):
         a[np.broadcast_to(m, shape)] = value
         return from_array(a)
     mf = from_array(m.astype(input.dtype.np))
-    flags = GRAD_MODE[0] | (L.OPF_INPLACE if _inplace else 0)
+    flags = GRAD_MODE.on | (L.OPF_INPLACE if _inplace else 0)
     r = run(BY_NAME["masked_fill"], input._i, mf._i, float(value), flags=flags, c=mask._i)
     return input if _inplace else _wrap(r)
 
@@ -766,7 +766,7 @@ def _put(self, pos, v, accumulate=False, op="index_put"):
         v = v.expand(pos.shape)
     positions = _constant(lambda: from_array(pos))  # (held: a dropped wrapper frees it)
     op = BY_NAME[op]
-    run(op, self._i, positions._i, flags=GRAD_MODE[0] | L.OPF_INPLACE, c=v._i,
+    run(op, self._i, positions._i, flags=GRAD_MODE.on | L.OPF_INPLACE, c=v._i,
         iargs=op.pack(accumulate=bool(accumulate)))
 
 

@@ -210,7 +210,7 @@ _norm_function.__name__ = _norm_function.__qualname__ = "norm"
 
 # ---------------------------------------------------------------- elementwise with arguments
 def _unary_param(opname, input, s=0.0, s2=None, inplace=False):
-    flags = GRAD_MODE[0] | (L.OPF_INPLACE if inplace else 0)
+    flags = GRAD_MODE.on | (L.OPF_INPLACE if inplace else 0)
     r = run(BY_NAME[opname], input._i, s=s, s2=s2, flags=flags)
     return input if inplace else _wrap(r)
 

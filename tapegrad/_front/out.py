@@ -23,7 +23,7 @@ def check(fn, out, inputs=(), name=None):
     (aten::zeros for a factory)."""
     if not isinstance(out, Tensor):
         raise TypeError(f"{fn}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    if GRAD_MODE[0] and (out.requires_grad or any(
+    if GRAD_MODE.on and (out.requires_grad or any(
             isinstance(t, Tensor) and t.requires_grad for t in inputs)):
         raise RuntimeError(f"{name or fn}(): functions with out=... arguments don't support "
                            "automatic differentiation, but one of the arguments requires "

@@ -276,7 +276,7 @@ def _fill_(self, fn, native, draw):
     values through copy_ (its old values get no gradient, as in PyTorch)."""
     if RECORDING[0] is not None:
         note_break(f"{fn}: an in-place random draw (a replay would not draw again)")
-    if GRAD_MODE[0] and self.requires_grad:
+    if GRAD_MODE.on and self.requires_grad:
         if self.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")

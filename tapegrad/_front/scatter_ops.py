@@ -163,11 +163,11 @@ def _no_grad():
 
     class _NoGrad:
         def __enter__(self):
-            self.prev = GRAD_MODE[0]
-            GRAD_MODE[0] = 0
+            self.prev = GRAD_MODE.on
+            GRAD_MODE.on = 0
 
         def __exit__(self, *exc):
-            GRAD_MODE[0] = self.prev
+            GRAD_MODE.on = self.prev
     return _NoGrad()
 
 

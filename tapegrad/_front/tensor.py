@@ -734,7 +734,7 @@ def run(op, a, b=-1, s=0.0, flags=None, iargs=None, all_outputs=False, c=-1, s2=
     output id, or with all_outputs the list of output ids. c: a third input; s2: a second
     scalar; fargs: forward-only int arguments (iargs[FV:])."""
     if flags is None:
-        flags = GRAD_MODE[0]
+        flags = GRAD_MODE.on
     asked = flags
     with E.lock:
         if iargs is not None:

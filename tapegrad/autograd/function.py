@@ -143,7 +143,7 @@ class Function:
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
             out = cls.forward(ctx, *args)
-        if not (GRAD_MODE[0] and any(ctx.needs_input_grad)):
+        if not (GRAD_MODE.on and any(ctx.needs_input_grad)):
             return out
         single = not isinstance(out, tuple)
         outs = [out] if single else list(out)

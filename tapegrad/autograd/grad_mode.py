@@ -11,11 +11,11 @@ class _Mode:
         self.prev = []
 
     def __enter__(self):
-        self.prev.append(GRAD_MODE[0])
-        GRAD_MODE[0] = 1 if self.enabled else 0
+        self.prev.append(GRAD_MODE.on)
+        GRAD_MODE.on = 1 if self.enabled else 0
 
     def __exit__(self, *exc):
-        GRAD_MODE[0] = self.prev.pop()
+        GRAD_MODE.on = self.prev.pop()
         return False
 
     def __call__(self, fn):
@@ -66,9 +66,9 @@ class inference_mode(_Mode):
         self.enabled = not mode
 
     def __enter__(self):
-        self.prev.append(GRAD_MODE[0])
+        self.prev.append(GRAD_MODE.on)
         if self.mode:
-            GRAD_MODE[0] = 0
+            GRAD_MODE.on = 0
 
     def __call__(self, fn):
         mode = self.mode
@@ -85,14 +85,14 @@ class set_grad_enabled(_Mode):
     def __init__(self, mode):
         super().__init__()
         self.enabled = bool(mode)
-        self.prev.append(GRAD_MODE[0])
-        GRAD_MODE[0] = 1 if self.enabled else 0     # also works as a plain call
+        self.prev.append(GRAD_MODE.on)
+        GRAD_MODE.on = 1 if self.enabled else 0     # also works as a plain call
 
     def __enter__(self):
         pass
 
     def __call__(self, fn):
-        GRAD_MODE[0] = self.prev.pop()
+        GRAD_MODE.on = self.prev.pop()
         enabled = self.enabled
 
         @functools.wraps(fn)
@@ -104,4 +104,4 @@ class set_grad_enabled(_Mode):
 
 def is_grad_enabled():
     """Whether ops are being recorded for autograd right now."""
-    return bool(GRAD_MODE[0])
+    return bool(GRAD_MODE.on)

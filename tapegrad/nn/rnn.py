@@ -66,7 +66,7 @@ def _layer(mode, x, params, h0, c0, bs, layout, steps, batch, hidden, proj, ndir
     if bs is not None:
         parts.append(bs)
     s = None if not parts else parts[0] if len(parts) == 1 else _cat(parts)
-    save = bool(GRAD_MODE[0]) and (x.requires_grad or w.requires_grad
+    save = bool(GRAD_MODE.on) and (x.requires_grad or w.requires_grad
                                    or (s is not None and s.requires_grad))
     inp = x.shape[1]
     n = x.shape[0]

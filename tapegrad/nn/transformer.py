@@ -401,7 +401,7 @@ class TransformerEncoder(Module):
         if (not getattr(self, "use_nested_tensor", False) or first.training or src.dim() != 3
                 or kpm is None or mask is not None):
             return None
-        if GRAD_MODE[0] and any(t is not None and t.requires_grad for t in (
+        if GRAD_MODE.on and any(t is not None and t.requires_grad for t in (
                 src, first.self_attn.in_proj_weight, first.self_attn.in_proj_bias,
                 first.self_attn.out_proj.weight, first.self_attn.out_proj.bias,
                 first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias,

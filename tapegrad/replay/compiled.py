@@ -227,7 +227,7 @@ class CompiledFunction:
         meta = engine().meta
         hooked = frozenset(i for i, h in _LEAF_HOOKS.items() if h and meta[i, L.M_REFS] > 0
                            and meta[i, L.M_FLAGS] & L.FL_HOOK) if _LEAF_HOOKS else None
-        parts = [GRAD_MODE[0], hooked or None]
+        parts = [GRAD_MODE.on, hooked or None]
         ids = []
         values = args if not kwargs else list(args) + [kwargs[k] for k in sorted(kwargs)]
         for a in values:
@@ -314,7 +314,7 @@ class CompiledFunction:
         grad_guards, own = runner.pg.grad_guards, one and runner.pg.ret_own[0]
 
         def fast(self, args):
-            if (len(args) != nargs or _LEAF_HOOKS or GRAD_MODE[0] != grad_mode
+            if (len(args) != nargs or _LEAF_HOOKS or GRAD_MODE.on != grad_mode
                     or self._structure != STRUCTURE[0] or self._fingerprint is not fingerprint
                     or (grad_guards and not runner.grads_match())):
                 return _MISSING

@@ -410,7 +410,7 @@ def _plain_cross_entropy(x, t, ignore_index, red):
         ia[_INNER] = 1
         ia[_WEIGHTED] = 0
         ia[_FV] = 0
-        return _E.op(_E.caddr, _PLAIN_CE, x, t, 0.0, GRAD_MODE[0])
+        return _E.op(_E.caddr, _PLAIN_CE, x, t, 0.0, GRAD_MODE.on)
 
 
 def _class_loss(opname, kind, input, target, weight, ignore_index, red, smoothing):
