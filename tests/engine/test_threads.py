@@ -146,3 +146,49 @@ def test_set_num_threads_sets_the_openblas_the_products_run_on():
         assert scipys is None or scipys.scipy_openblas_get_num_threads() == 2
     finally:
         tg.set_num_threads(before)
+
+
+def _grad_mode_beside_no_grad_thread(lib):
+    """The training thread records while another thread sits inside no_grad (and
+    inference_mode, set_grad_enabled(False)); a thread started inside no_grad starts with
+    grad mode on. Returns what each thread saw."""
+    x = lib.ones(3, requires_grad=True)
+    inside, leave = threading.Event(), threading.Event()
+    seen = {}
+
+    def other(mode):
+        with mode():
+            inside.set()
+            leave.wait()
+            seen[mode.__name__] = ((x * 2).requires_grad, lib.is_grad_enabled())
+
+    for mode in (lib.no_grad, lib.inference_mode, lambda: lib.set_grad_enabled(False)):
+        inside.clear()
+        leave.clear()
+        t = threading.Thread(target=other, args=(mode,))
+        t.start()
+        inside.wait()
+        y = (x * 3).sum()
+        seen["main " + mode.__name__] = (y.requires_grad, lib.is_grad_enabled())
+        leave.set()
+        t.join()
+        y.backward()
+        seen["grad " + mode.__name__] = x.grad.tolist()
+        x.grad = None
+
+    def fresh():
+        seen["fresh"] = lib.is_grad_enabled()
+    with lib.no_grad():
+        t = threading.Thread(target=fresh)
+        t.start()
+        t.join()
+    return seen
+
+
+def test_grad_mode_is_per_thread_as_in_pytorch():
+    seen = _grad_mode_beside_no_grad_thread(tg)
+    assert seen["main no_grad"] == (True, True) and seen["no_grad"] == (False, False)
+    assert seen["grad no_grad"] == [3.0, 3.0, 3.0]
+    assert seen["fresh"] is True
+    torch = pytest.importorskip("torch")
+    assert seen == _grad_mode_beside_no_grad_thread(torch)
