@@ -9,6 +9,7 @@ import collections
 
 from ..ops.registry import BY_NAME
 from ..ops.decomp import _LinAlgError as LinAlgError
+from .._engine.state import GRAD_MODE
 from .tensor import Tensor, run, _wrap, not_tensor
 
 __all__ = ["cholesky", "cholesky_ex", "eigh", "eigvalsh", "solve", "inv", "inv_ex", "det",
@@ -301,7 +302,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
-    """The Frobenius norm, or ord 1, -1, inf, -inf (max/min absolute column/row sums)."""
+    """The Frobenius norm, ord 1, -1, inf, -inf (max/min absolute column/row sums), or
+    2, -2, 'nuc' (largest, smallest, summed singular values)."""
     _no_out("matrix_norm", out)
     _t("linalg_matrix_norm", A)
     if dtype is not None:
@@ -315,7 +317,13 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         r = s.amax((d0, d1), keepdim=True) if ord > 0 else s.amin((d0, d1), keepdim=True)
         return r if keepdim else r.squeeze(max(d0 % A.ndim, d1 % A.ndim)).squeeze(
             min(d0 % A.ndim, d1 % A.ndim))
-    raise NotImplementedError(f"tapegrad: linalg.matrix_norm(ord={ord!r}) is not supported")
+    if ord in (2, -2, "nuc"):     # from the singular values (their gradient is the SVD's)
+        n = A.ndim
+        lo, hi = sorted((d0 % n, d1 % n))
+        S = svdvals(A.movedim((lo, hi), (-2, -1)))
+        r = S.sum(-1) if ord == "nuc" else (S.amax(-1) if ord == 2 else S.amin(-1))
+        return r.unsqueeze(lo).unsqueeze(hi) if keepdim else r
+    raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
 
 
 def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
@@ -428,23 +436,41 @@ def svdvals(A, *, driver=None, out=None):
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
-    """The pseudo-inverse from the SVD, singular values at most max(atol, rtol * S_max)
-    dropped (rtol default: eps * max(m, n) without atol)."""
+    """The pseudo-inverse, from the SVD (from eigh with hermitian=True, reading the lower
+    triangle), dropping singular values (eigenvalues' magnitudes) at most
+    max(atol, rtol * largest); rtol defaults to eps * max(m, n) without atol. Its gradient
+    is PyTorch's closed form for the pseudo-inverse, not the SVD's: that one divides by
+    the dropped singular values, so it is finite for rank-deficient input."""
     _no_out("pinv", out)
-    if hermitian:
-        raise NotImplementedError("tapegrad: linalg.pinv(hermitian=True) is not supported")
     A = _matrix("pinv", A)
-    U, S, Vh = svd(A, full_matrices=False)
     import numpy as np
     if rtol is None:
         rtol = 0.0 if atol is not None and atol > 0 else \
             float(np.finfo(np.float32 if A.dtype.itemsize == 4 else np.float64).eps) * max(
                 A.shape[-2], A.shape[-1])
-    smax = S[..., :1]
-    tol = (smax * rtol).clamp(min=atol if atol is not None else 0.0)
-    keep = (S > tol).to(S.dtype)
-    Sinv = keep / (S + (1 - keep))
-    return (Vh.mT * Sinv.unsqueeze(-2)) @ U.mT
+    A0 = A.detach()
+    if hermitian:
+        if A.shape[-1] != A.shape[-2]:
+            raise RuntimeError(f"linalg.eigh: A must be batches of square matrices, but "
+                               f"they are {A.shape[-2]} by {A.shape[-1]} matrices")
+        S, U = eigh(A0)
+        mag = S.abs()
+        tol = (mag.amax(-1, keepdim=True) * rtol).clamp(min=atol if atol is not None else 0.0)
+        keep = (mag > tol).to(S.dtype)
+        P0 = (U * (keep / (S + (1 - keep))).unsqueeze(-2)) @ U.mT
+    else:
+        U, S, Vh = svd(A0, full_matrices=False)
+        tol = (S[..., :1] * rtol).clamp(min=atol if atol is not None else 0.0)
+        keep = (S > tol).to(S.dtype)
+        P0 = (Vh.mT * (keep / (S + (1 - keep))).unsqueeze(-2)) @ U.mT
+    if not (A.requires_grad and GRAD_MODE.on):
+        return P0
+    # zero in value, and linear in A with the pseudo-inverse's derivative
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P (Golub and Pereyra)
+    AP, PA = A0 @ P0, P0 @ A0
+    At = A.mT
+    f = -(P0 @ A @ P0) + (P0 @ P0.mT) @ (At - At @ AP) + (At - PA @ At) @ (P0.mT @ P0)
+    return P0 + (f - f.detach())
 
 
 def _legacy_pinverse(input, rcond=1e-15):
@@ -491,9 +517,13 @@ _lstsq = collections.namedtuple("linalg_lstsq", ("solution", "residuals", "rank"
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
-    """The least-squares solution of A X = B for full-rank A (tall: the normal equations'
-    minimiser, wide: the minimum-norm solution), from the QR of A: PyTorch's CPU default
-    driver 'gelsy' returns it with residuals for tall A and no rank or singular values."""
+    """The least-squares solution of A X = B, as PyTorch's CPU drivers give it: the
+    minimiser of |A X - B| of least norm. Full-rank A goes through its QR; a
+    rank-deficient A (singular values at most rcond * S_max, rcond default eps * max(m, n))
+    through its pseudo-inverse, as 'gelsy', 'gelsd' and 'gelss' do ('gels' assumes full
+    rank, as LAPACK's does). The rank comes with every driver but 'gels', singular values
+    with 'gelsd'/'gelss', residuals for tall A except with 'gelsy' (the default) and, for
+    'gelsd'/'gelss', only when every matrix has full rank."""
     _t("linalg_lstsq", A)
     _t("linalg_lstsq", B, "b", 2)
     A = _matrix("lstsq", A)
@@ -504,24 +534,37 @@ def lstsq(A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same "
                            f"dtype, but got input's dtype {A.dtype} and other's dtype "
                            f"{B.dtype}")
+    from .creation import zeros
+    from . import dtype as D
+    import numpy as np
     vector = B.ndim == A.ndim - 1
     Bm = B.unsqueeze(-1) if vector else B
     m, n = A.shape[-2], A.shape[-1]
-    if m >= n:
+    full = True
+    rank = zeros(0, dtype=D.int64)
+    S = None
+    if driver != "gels":
+        S = svdvals(A).detach()
+        if rcond is None or rcond < 0:      # (LAPACK: a negative rcond is machine precision)
+            rcond = float(np.finfo(np.float32 if A.dtype.itemsize == 4 else np.float64).eps) \
+                * max(m, n)
+        if min(m, n):
+            rank = (S > S[..., :1] * rcond).sum(-1)
+            full = bool((rank == min(m, n)).all())
+        else:
+            rank = zeros(A.shape[:-2], dtype=D.int64)
+    if not full:
+        X = pinv(A, rtol=rcond) @ Bm
+    elif m >= n:
         Q, R = qr(A)
         X = solve_triangular(R, Q.mT @ Bm, upper=True)
     else:
         Q, R = qr(A.mT)
         X = Q @ solve_triangular(R.mT, Bm, upper=False)
-    from .creation import zeros
     res = zeros(0, dtype=A.dtype)
-    if m > n and driver not in ("gelsy",) and driver is not None:
+    if m > n and driver not in (None, "gelsy") and full:
         res = ((A @ X - Bm) ** 2).sum(-2)
-    rank = zeros(0, dtype=_int64())
-    if driver in (None, "gelsd", "gelss", "gelsy"):
-        from . import dtype as D
-        rank = zeros(A.shape[:-2], dtype=D.int64) + min(m, n)
-    sv = svdvals(A).detach() if driver in ("gelsd", "gelss") else zeros(0, dtype=A.dtype)
+    sv = S if driver in ("gelsd", "gelss") else zeros(0, dtype=A.dtype)
     return _lstsq(X.squeeze(-1) if vector else X, res, rank, sv)
 
 

@@ -234,3 +234,68 @@ def test_cholesky_ex():
     np.testing.assert_allclose(r.L.numpy(), p.L.numpy(), rtol=1e-12)
     np.testing.assert_array_equal(r.info.numpy(), p.info.numpy())
     assert tg.linalg.cholesky_ex(tg.tensor(-np.eye(3))).info.item() == 1
+
+
+@pytest.mark.parametrize("driver", [None, "gelsy", "gelsd", "gelss", "gels"])
+@pytest.mark.parametrize("shape", [(2, 5, 3), (2, 3, 5), (4, 4)])
+def test_lstsq_rank_deficient_and_every_driver(shape, driver):
+    """A rank-deficient matrix (a zero column, or a zero row when wide) gets the
+    least-norm solution and its rank, beside a full-rank one in the same batch; residuals
+    and singular values only where PyTorch gives them. ('gels' assumes full rank, as
+    LAPACK's: full-rank inputs only.) PyTorch 2.13's 'gelsy' (its CPU default) finds a
+    varying rank for one and the same rank-deficient input from call to call (0, 1 or 2
+    for a 5 x 3 matrix with a zero column), so solutions and ranks are compared with its
+    deterministic 'gelsd', which agrees with 'gelsy''s usual answer."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape)
+    b = rng.standard_normal(shape[:-1] + (2,))
+    if driver != "gels":
+        if shape[-2] >= shape[-1]:
+            a[..., :, -1] = 0
+        else:
+            a[..., -1, :] = 0
+        if len(shape) == 3:
+            a[1] = rng.standard_normal(shape[1:])
+    ref = "gelsd" if driver in (None, "gelsy") else driver
+    r = tg.linalg.lstsq(tg.tensor(a), tg.tensor(b), driver=driver)
+    p = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+    q = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=ref)
+    for x, y, z in zip(r, p, q):
+        assert tuple(x.shape) == tuple(y.shape) and x.dtype == getattr(tg, str(y.dtype)[6:])
+        if y.numel():
+            np.testing.assert_allclose(x.numpy(), z.numpy(), atol=1e-10)
+    _check(lambda L, x, y: L.linalg.lstsq(x, y, driver=driver if L is tg else ref).solution,
+           a, b, rtol=1e-8)
+
+
+@pytest.mark.parametrize("ord", [2, -2, "nuc"])
+def test_matrix_norm_from_singular_values(ord):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 4))
+    _check(lambda L, x: L.linalg.matrix_norm(x, ord), a)
+    _check(lambda L, x: L.linalg.matrix_norm(x, ord, dim=(2, 0), keepdim=True), a)
+    _check(lambda L, x: L.linalg.norm(x[0], ord), a)
+
+
+def test_matrix_norm_bad_order():
+    for ord in (3, "foo"):
+        with pytest.raises(RuntimeError, match=f"linalg.matrix_norm: Order {ord} not supported."):
+            tg.linalg.matrix_norm(tg.ones(2, 2), ord)
+
+
+def test_pinv_rank_deficient_and_hermitian():
+    """The pseudo-inverse's own gradient (not the SVD's) stays finite with a zero
+    singular value; hermitian=True goes through eigh, reading the lower triangle."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 4, 3))
+    a[0, :, 2] = 0
+    _check(lambda L, x: L.linalg.pinv(x), a)
+    _check(lambda L, x: L.linalg.pinv(x.mT, rtol=0.3), a)
+    _check(lambda L, x: L.linalg.pinv(x, atol=0.5), a)
+    s = rng.standard_normal((2, 4, 4))
+    s = s + np.swapaxes(s, -1, -2)
+    s[0, :, 3] = s[0, 3, :] = 0
+    _check(lambda L, x: L.linalg.pinv(x, hermitian=True), s)
+    _check(lambda L, x: L.linalg.pinv(x.tril(), hermitian=True, rtol=0.2), s)
+    with pytest.raises(RuntimeError, match="must be batches of square matrices"):
+        tg.linalg.pinv(tg.ones(2, 3), hermitian=True)
