@@ -178,15 +178,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both "
                                "passed to `backward()`. Please only use `grad_tensors`.")
         grad_tensors = grad_variables
-    if create_graph:
-        raise NotImplementedError("create_graph=True (higher-order gradients) is not "
-                                  "supported by tapegrad yet")
     if inputs is not None:
         raise NotImplementedError("backward(inputs=...) is not supported yet; use "
                                   "tapegrad.autograd.grad")
     tensors = _as_list(tensors)
     roots, seeds, keep = _roots_and_seeds(tensors, grad_tensors, "backward")
-    _run_sweep(roots, seeds, [], L.MODE_BACKWARD, bool(retain_graph))
+    if create_graph:            # the gradient recorded as rows (higher_order.py)
+        from . import higher_order
+        _note_break("backward(create_graph=True) (a gradient walked in Python)")
+        higher_order.backward(tensors, _gradients(grad_tensors, len(tensors)))
+    else:
+        _run_sweep(roots, seeds, [], L.MODE_BACKWARD, bool(retain_graph))
     del keep
 
 
@@ -194,9 +196,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of outputs with respect to inputs, without touching any .grad;
     only_inputs is PyTorch's deprecated, ignored flag."""
-    if create_graph:
-        raise NotImplementedError("create_graph=True (higher-order gradients) is not "
-                                  "supported by tapegrad yet")
     if is_grads_batched:
         raise NotImplementedError("is_grads_batched=True (batched vector-Jacobian products) "
                                   "is not supported by tapegrad")
@@ -214,6 +213,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         _check_not_stale(t._i)
     roots, seeds, keep = _roots_and_seeds(outputs, grad_outputs, "grad")
+    if create_graph:            # the gradient recorded as rows (higher_order.py)
+        from . import higher_order
+        return higher_order.grad(outputs, _gradients(grad_outputs, len(outputs)), inputs,
+                                 allow_unused, materialize_grads)
     E = _engine()
     uniq = list(dict.fromkeys(t._i for t in inputs))
     for i in uniq:
