@@ -430,11 +430,39 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layo
 
 # ---------------------------------------------------------------- copy and pickle
 def _reduce_ex(self, proto):
-    """pickle (multiprocessing, ...), as in PyTorch: the values, dtype and
-    requires_grad come back as a new leaf; a gradient does not. (tapegrad.save writes
-    checkpoints without pickle.)"""
-    return _unpickle, (type(self), np.array(_numpy_view(self), copy=True),
-                       self.requires_grad)
+    """pickle (multiprocessing, Dask, Ray, ...), as PyTorch's: a new leaf with the
+    values, dtype, shape, strides and storage offset over a copy of the whole storage
+    block, requiring grad as this tensor (a non-leaf arrives as a leaf); the gradient,
+    the history and tensor hooks stay behind (a warning names each hook, as PyTorch's).
+    Tensors pickled together get separate copies, as in PyTorch: views do not stay views
+    of one another. No address or engine id travels. (tapegrad.save writes checkpoints
+    without pickle.)"""
+    _warn_hooks(self)
+    # (protocol 5 sends an array's buffer as it is, out of band where the receiver takes
+    # it so; older protocols copy bytes into the stream: one copy of the memory)
+    block, dt, shape, strides, offset = _memory_block(self, as_bytes=proto < 5)
+    cls = type(self)        # a Parameter subclass comes back a Parameter, as PyTorch's
+    cls = next((c for c in cls.__mro__ if c.__name__ == "Parameter"
+                and c.__module__ == "tapegrad.nn.parameter"), cls)
+    return _unpickle, (cls, block, self.requires_grad,
+                       (dt.name, tuple(shape), tuple(strides), offset))
+
+
+def _warn_hooks(t):
+    """PyTorch's warning for each tensor hook pickling leaves behind."""
+    from .tensor import LEAF_HOOKS
+    from .nodes import ROW_HOOKS
+    i = t._i
+    row = int(E.meta[i, L.M_ROW])
+    if row < 0:
+        hooks = LEAF_HOOKS.get(i, ()) if E.meta[i, L.M_FLAGS] & L.FL_HOOK else ()
+    else:
+        hooks = (ROW_HOOKS.get(row, {}).get(int(E.meta[i, L.M_OIDX]), ())
+                 if E.tape[row, L.R_STATE] & L.RS_HOOK else ())
+    for h in hooks:
+        # (PyTorch's words, without its advice: tapegrad has no unserializable_hook)
+        warnings.warn(f"backward hook {h!r} on tensor will not be serialized.",
+                      UserWarning, stacklevel=3)
 
 
 def _deepcopy(self, memo):
@@ -453,8 +481,50 @@ def _deepcopy(self, memo):
     return new
 
 
-def _unpickle(cls, values, requires_grad):
-    return _leaf_like(cls, from_numpy(values), requires_grad)
+def _unpickle(cls, values, requires_grad, layout=None):
+    """A pickled tensor back: values alone (a contiguous array), or with layout
+    (dtype name, shape, strides, offset) the bytes of its whole storage block, checked
+    to hold every element the layout reaches before a tensor points into them."""
+    if layout is None:
+        return _leaf_like(cls, from_numpy(values), requires_grad)
+    name, shape, strides, offset = layout
+    dt = {d.name: d for d in D.BY_CODE}.get(name)
+    block = (np.ascontiguousarray(values, np.uint8).reshape(-1)
+             if isinstance(values, np.ndarray) else np.frombuffer(values, np.uint8))
+    # protocol 5 may hand over a buffer it read: never write into a read-only one (the
+    # bytes of a message) nor compute on an unaligned one
+    if not block.flags.writeable or block.ctypes.data % 16:
+        block = block.copy()
+    if dt is None or len(shape) != len(strides) or len(shape) > L.MAXD:
+        raise RuntimeError(f"unpickling a tensor: bad layout {layout!r}")
+    shape, strides, offset = ([int(n) for n in shape], [int(n) for n in strides],
+                              int(offset))
+    if (min(shape, default=1) < 0 or min(strides, default=0) < 0 or offset < 0
+            or (0 not in shape and dt.itemsize * (offset + 1 + sum(
+                (n - 1) * s for n, s in zip(shape, strides))) > block.nbytes)):
+        raise RuntimeError(f"unpickling a tensor: layout {layout!r} reaches beyond its "
+                           f"{block.nbytes} bytes of storage")
+    sizes.check_view(shape)
+    return _leaf_like(cls, _adopt(block, dt, shape, strides, offset), requires_grad)
+
+
+def _memory_block(t, as_bytes=False):
+    """A copy of the bytes of t's whole storage block (a uint8 array, or bytes), and t's
+    dtype, shape, strides and offset (in elements) within it."""
+    import ctypes
+    _note_break("Python reads or writes a tensor's values (pickling a tensor copies them)")
+    m = E.meta[t._i].tolist()
+    sid = m[L.M_SID]
+    addr, nbytes = int(E.stor[sid, L.S_ADDR]), int(E.stor[sid, L.S_NBYTES])
+    if as_bytes:
+        block = ctypes.string_at(addr, nbytes) if nbytes else b""
+    else:
+        block = np.empty(nbytes, np.uint8)
+        if nbytes:
+            ctypes.memmove(block.ctypes.data, addr, nbytes)
+    nd = m[L.M_NDIM]
+    return (block, D.BY_CODE[m[L.M_DTYPE]], m[L.M_SHAPE:L.M_SHAPE + nd],
+            m[L.M_STRIDE:L.M_STRIDE + nd], m[L.M_OFF])
 
 
 def _copy_memory(t, memo):

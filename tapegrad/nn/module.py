@@ -12,8 +12,20 @@ from .._front.tensor import Tensor, STRUCTURE, zero_grads
 from .._engine.state import note_break as _note_break
 from .parameter import Parameter
 
-_IncompatibleKeys = collections.namedtuple("IncompatibleKeys",
-                                           ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys",
+                                               ["missing_keys", "unexpected_keys"])):
+    """load_state_dict's result, printed as PyTorch prints it; a class of this module
+    under its own name, so it pickles (a worker may return it)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if self.missing_keys or self.unexpected_keys:
+            return super().__repr__()
+        return "<All keys matched successfully>"
+
+    __str__ = __repr__
+
+
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 
 # the global hooks every module runs (register_module_forward_hook & co)

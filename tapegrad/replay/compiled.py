@@ -91,6 +91,22 @@ class CompiledFunction:
         self.stats = {"recordings": 0, "replays": 0}
         self._lock = threading.RLock()
 
+    def __reduce__(self):
+        """pickle and cloudpickle: the function and the options only. Plans, kernel
+        addresses and arenas belong to this process: the copy records afresh on its first
+        call. One a module defines at top level (@tapegrad.compile on a def) travels by
+        reference, as a function does; any other (a lambda, a closure, one defined in
+        __main__) carries its function, which cloudpickle sends by value."""
+        import sys
+        mod = sys.modules.get(getattr(self, "__module__", None) or "")
+        qualname = getattr(self, "__qualname__", "")
+        obj = mod
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is self and mod.__name__ != "__main__":
+            return qualname
+        return CompiledFunction, (self.fn, self.steps, self.fuse)
+
     # ------------------------------------------------------------ guards
     def _sources(self):
         """A function listing what the function's code can see: bound self, the globals
