@@ -48,6 +48,8 @@ from . import nn
 # every method and function the modules above defined (nn's too: conv2d, max_pool2d, ...);
 # names the star imports above put here first are kept
 _methods.install(Tensor, globals())
+from . import func
+from .func import vmap
 from . import optim
 from . import utils
 from .serialization import save, load
