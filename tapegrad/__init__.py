@@ -44,6 +44,7 @@ from .autograd.anomaly_mode import (is_anomaly_enabled, is_anomaly_check_nan_ena
 from ._front.functions import *  # noqa: F403  (module-level op spellings)
 from ._front.utilities import *  # noqa: F403  (equal, isclose, eye, randint, ...)
 from ._front.out_ops import *  # noqa: F403  (add, sum, cat, ... with out=)
+from . import distributed  # (mpi4py is imported at init_process_group only)
 from . import nn
 # every method and function the modules above defined (nn's too: conv2d, max_pool2d, ...);
 # names the star imports above put here first are kept

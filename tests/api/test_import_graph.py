@@ -13,7 +13,7 @@ PKG = os.path.join(REPO_ROOT, "tapegrad")
 
 # the layers from the bottom up: a module may import from its own layer and those below
 LAYERS = ["tapegrad._engine", "tapegrad.ops", "tapegrad._front", "tapegrad.autograd",
-          "tapegrad.nn", "tapegrad.func", "tapegrad.optim", "tapegrad.utils",
+          "tapegrad.distributed", "tapegrad.nn", "tapegrad.func", "tapegrad.optim", "tapegrad.utils",
           "tapegrad.replay", "tapegrad.viz"]
 
 

@@ -736,7 +736,7 @@ def _walk():
     out = []
     mods = {"tapegrad": tg, "F": F, "nn.init": tg.nn.init, "nn.utils": tg.nn.utils,
             "autograd": tg.autograd, "optim": tg.optim,
-            "optim.lr_scheduler": tg.optim.lr_scheduler}
+            "optim.lr_scheduler": tg.optim.lr_scheduler, "distributed": tg.distributed}
     for prefix, mod in mods.items():
         for name in dir(mod):
             obj = getattr(mod, name)
@@ -837,7 +837,8 @@ def test_no_private_parameters_in_public_signatures():
 def _torch_equivalent(torch, label):
     prefix, _, rest = label.partition(".")
     roots = {"tapegrad": torch, "F": torch.nn.functional, "Tensor": torch.Tensor,
-             "nn": torch.nn, "optim": torch.optim, "autograd": torch.autograd}
+             "nn": torch.nn, "optim": torch.optim, "autograd": torch.autograd,
+             "distributed": torch.distributed}
     obj = roots.get(prefix)
     for part in rest.split("."):
         obj = getattr(obj, part, None)

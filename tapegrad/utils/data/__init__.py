@@ -6,9 +6,11 @@ from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler, WeightedRandomSampler)
 from .worker import WorkerInfo, get_worker_info
 from .dataloader import DataLoader
+from . import distributed
+from .distributed import DistributedSampler
 
 __all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
-           "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "StackDataset",
-           "Subset", "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler",
-           "WorkerInfo", "default_collate", "default_convert", "get_worker_info",
-           "random_split"]
+           "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler",
+           "SequentialSampler", "StackDataset", "Subset", "SubsetRandomSampler", "TensorDataset",
+           "WeightedRandomSampler", "WorkerInfo", "default_collate", "default_convert",
+           "get_worker_info", "random_split"]
