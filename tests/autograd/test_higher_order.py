@@ -178,3 +178,36 @@ def test_a_second_order_graph_replays_like_its_eager_step():
     assert replayed == eager
     for p, q in zip(params, params2):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def _cube(L, detach_in_backward):
+    class Cube(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * (x.detach() if detach_in_backward else x) ** 2
+    return Cube
+
+
+@pytest.mark.parametrize("detach", [False, True])
+def test_gradgradcheck_and_a_function_double_backward(detach):
+    """A Function whose backward is written in differentiable ops differentiates twice;
+    one whose backward cuts the graph fails gradgradcheck, in both libraries."""
+    for L in (tg, torch):
+        x = L.tensor(np.array([0.3, -0.5, 1.2]), dtype=L.float64, requires_grad=True)
+        Cube = _cube(L, detach)
+        assert L.autograd.gradcheck(Cube.apply, (x,))
+        assert L.autograd.gradgradcheck(Cube.apply, (x,), raise_exception=False) is not detach
+    x = tg.tensor(np.array([0.3, -0.5, 1.2]), requires_grad=True)
+    assert tg.testing.gradgradcheck(lambda x: (x.sin() * x).sum(), (x,))
+
+
+def test_gradcheck_refuses_what_it_cannot_check():
+    x = tg.tensor([0.5], dtype=tg.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="gradcheck\\(check_forward_ad=True\\)"):
+        tg.autograd.gradcheck(lambda x: x * 2, (x,), check_forward_ad=True)
