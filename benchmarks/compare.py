@@ -1029,13 +1029,16 @@ def workloads(L):
 
 
 def _model_workloads(L):
-    """The small networks' training steps (benchmarks/models.py, which imports this
-    module's harness: so imported here, when the workloads are made)."""
+    """The small networks' training steps (benchmarks/models.py) and the gradients of
+    gradients (benchmarks/higher_order.py), which import this module's harness: so
+    imported here, when the workloads are made."""
     if __package__:
         from .models import model_workloads
+        from .higher_order import higher_order_workloads
     else:
         from models import model_workloads
-    return model_workloads(L)
+        from higher_order import higher_order_workloads
+    return model_workloads(L) + higher_order_workloads(L)
 
 
 # ---------------------------------------------------------------- checking
@@ -1238,6 +1241,10 @@ TARGETS = (
     ("character LSTM training step, replayed", "replay_lstm", "main", 0.3),
     ("character transformer training step, eager", "transformer_step", "main", 0.6),
     ("character transformer training step, replayed", "replay_transformer", "main", 0.3),
+    ("PINN step (u_xx through create_graph), eager", "pinn_step", "main", 0.5),
+    ("WGAN-GP critic step, eager", "wgan_gp_step", "main", 0.5),
+    ("Hessian-vector product of an MLP loss", "hvp", "main", 0.5),
+    ("per-sample gradients, vmap(grad(loss))", "per_sample_grads", "main", 1.0),
     ("peak memory of the 200-op chain, float32", "peak_float32", None, 0.6),
     ("peak memory of the 200-op chain, float64", "peak_float64", None, 0.6),
 )
