@@ -285,4 +285,5 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
 _tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
 _methods.methods(backward=_tensor_backward, register_hook=_register_hook)
 
+from . import functional  # noqa: E402  (reads grad above: imported last)
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402  (reads grad above)

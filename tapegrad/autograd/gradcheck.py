@@ -72,7 +72,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     out = fn(*inputs)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     wanted = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
-    analytic = grad(list(outs), wanted, grad_outputs=weights, allow_unused=True)
+    live = [(o, w) for o, w in zip(outs, weights) if o.requires_grad]
+    analytic = grad([o for o, _ in live], wanted, grad_outputs=[w for _, w in live],
+                    allow_unused=True) if live else [None] * len(wanted)
     it = iter(analytic)
     for k, (x, num) in enumerate(zip(inputs, numeric)):
         if num is None:

@@ -39,19 +39,24 @@ class _Row:
     def __init__(self, r):
         E = engine()
         self.r = r
-        self.T = E.tape[r].copy()
-        self.op = OPS[int(self.T[L.R_OP])]
-        self.nin = int(self.T[L.R_NIN])
+        self.T = E.tape[r].tolist()         # (one read: Python indexes a list faster)
+        self.op = OPS[self.T[L.R_OP]]
+        self.nin = self.T[L.R_NIN]
 
     def edge(self, k):
         base = L.R_IN + k * L.IW
-        return int(self.T[base + L.IN_ROW]), int(self.T[base + L.IN_OIDX]), \
-            int(self.T[base + L.IN_T])
+        return self.T[base + L.IN_ROW], self.T[base + L.IN_OIDX], self.T[base + L.IN_T]
+
+    wanted = None           # autograd.grad: (rows leading to an input, leaf ids, row outputs)
 
     def needs(self, k):
-        """Whether input k takes a gradient (it has a producing row or is a leaf)."""
-        pr, _, t = self.edge(k)
-        return pr >= 0 or t >= 0
+        """Whether input k takes a gradient: it has a producing row or is a leaf, and (for
+        autograd.grad) leads to one of the inputs asked for."""
+        pr, oidx, t = self.edge(k)
+        if self.wanted is None:
+            return pr >= 0 or t >= 0
+        useful, leaves, outputs = self.wanted
+        return pr in useful or (pr, oidx) in outputs if pr >= 0 else t in leaves
 
     def _saved(self, sv, ver, what):
         E = engine()
@@ -77,6 +82,10 @@ class _Row:
                 self._saved(sv, int(self.T[base + L.IN_VER]), f"input {k}")
             return _wrap_leaf(t)
         sv = self._saved(sv, int(self.T[base + L.IN_VER]), f"input {k}")
+        if pr < 0:                  # a constant (no history): outside the graph
+            E = engine()
+            with E.lock:
+                return _wrap(E.call(core.detach, sv))
         return _attached(sv, pr, oidx)
 
     def output(self):
@@ -97,13 +106,13 @@ class _Row:
 
     def out_shape(self):
         nd = int(self.T[L.R_ONDIM])
-        return tuple(self.T[L.R_OSHAPE:L.R_OSHAPE + nd].tolist())
+        return tuple(self.T[L.R_OSHAPE:L.R_OSHAPE + nd])
 
     def attr(self, name):
         for n, first, width in self.op._layout:
             if n == name:
                 stop = first + width if width else L.NIATTR
-                v = self.T[L.R_IATTR + first:L.R_IATTR + stop].tolist()
+                v = self.T[L.R_IATTR + first:L.R_IATTR + stop]
                 return v[0] if width == 1 else v
         raise KeyError(name)
 
@@ -185,9 +194,17 @@ def _names():
         return (x | y) if isinstance(x, Tensor) or isinstance(y, Tensor) else (x or y)
     ns = {"_where": where, "_and": both, "_or": either, "zero": 0.0, "one": 1.0,
           "two": 2.0, "half": 0.5}
+    def either_kind(name):
+        """The tensor function, or math's for a Python scalar operand (b = 2.0)."""
+        tensor_fn = getattr(tg, name)
+        scalar_fn = getattr(math, name, None) or (lambda v: float(tensor_fn(tg.tensor(v))))
+
+        def fn(v):
+            return tensor_fn(v) if isinstance(v, Tensor) else scalar_fn(v)
+        return fn
     for f in ("cos", "cosh", "erf", "exp", "floor", "log", "sin", "sinh", "sqrt", "tanh",
               "trunc", "sigmoid", "abs", "sign"):
-        ns[f] = getattr(tg, f)
+        ns[f] = either_kind(f)
     ns["math"] = math
     return ns
 
@@ -377,8 +394,22 @@ def _place(g, d, start, step, n):
 
 
 def _vjp_reshape(row, gout):
-    """Views that keep the elements' order (unsqueeze, squeeze, alias, reshape views)."""
-    return [gout[0].reshape(row.in_shape(0))]
+    """Views reading a contiguous block of the input in order (unsqueeze, squeeze, alias,
+    reshape views, a parameter viewed out of a flat buffer): the gradient is the block,
+    placed at the view's offset in a zero flat input."""
+    g = gout[0]
+    shape = row.in_shape(0)
+    out_shape = list(row.out_shape())
+    strides = row.attr("grad_strides")[:len(out_shape)]
+    cs = _contiguous_strides(out_shape)
+    if any(n != 1 and s != c for n, s, c in zip(out_shape, strides, cs)):
+        raise _unsupported(row, "a strided view of its input")
+    n_in = 1
+    for n in shape:
+        n_in *= n
+    if g.numel() == n_in:
+        return [g.reshape(shape)]
+    return [_place(g.reshape(-1), 0, row.attr("grad_offset"), 1, n_in).reshape(shape)]
 
 
 def _vjp_select_slice(row, gout):
@@ -422,7 +453,8 @@ def _vjp_norm(row, gout):
         raise _unsupported(row, f"p={row.scalar:g}")
     g, x, y = gout[0], row.input(0), row.output()
     shape = row.in_shape(0)
-    dims = _reduced_dims(row, len(shape)) if row.attr("dim") >= 0 else tuple(range(len(shape)))
+    d = row.attr("dim")            # (one dim, or -1: all of them)
+    dims = (d,) if d >= 0 else tuple(range(len(shape)))
     if not row.attr("keepdim"):
         for d in dims:
             g = g.unsqueeze(d)
@@ -484,6 +516,143 @@ for _name in ("unsqueeze", "squeeze", "squeeze_dim", "squeeze_dims", "alias", "v
     VJPS[_name] = _vjp_reshape
 VJPS["select"] = VJPS["slice"] = VJPS["split"] = VJPS["split_with_sizes"] = _vjp_select_slice
 VJPS["unbind"] = _vjp_unbind
+
+
+def _restore_along(row, t):
+    """t, reduced along the row's dim (-1: every dim), with the reduced dims back as ones."""
+    nd = len(row.in_shape(0))
+    d = row.attr("dim")
+    if d < 0:
+        return t.reshape([1] * nd)
+    return t if row.attr("keepdim") else t.unsqueeze(d)
+
+
+def _vjp_logsumexp(row, gout):
+    out = _restore_along(row, row.output())
+    return [_restore_along(row, gout[0]) * (row.input(0) - out).exp()]
+
+
+def _vjp_var_std(row, gout):
+    """PyTorch's var_backward (2 (x - mean) / dof); std's divides by 2 std first, 0 where
+    std is 0."""
+    a, d = row.input(0), row.attr("dim")
+    n = a.numel() if d < 0 else row.in_shape(0)[d]
+    mean = a.mean() if d < 0 else a.mean(d, keepdim=True)
+    g = _restore_along(row, gout[0])
+    if row.attr("std"):
+        out = _restore_along(row, row.output())
+        g = tg.where(out == 0, tg.zeros_like(g * out), g / out)
+        return [g * (a - mean) / (n - row.attr("correction"))]
+    return [g * (2.0 / (n - row.attr("correction"))) * (a - mean)]
+
+
+def _vjp_extreme(row, gout):
+    """amax / amin and the full max / min: the gradient shared evenly among the inputs
+    equal to the result; max / min along a dim: all of it to the input at the index."""
+    g = gout[0]
+    shape = row.in_shape(0)
+    nd = len(shape)
+    if not nd:
+        return [g]
+    name = row.op.name
+    dims = tuple(range(nd)) if name in ("max", "min") else _reduced_dims(row, nd)
+    keep = row.attr("keepdim") and name not in ("max", "min")
+    out = row.output().detach()
+    if not keep:
+        for d in dims:
+            g = g.unsqueeze(d)
+            out = out.unsqueeze(d)
+    if name in ("max_dim", "min_dim"):
+        d = dims[0]
+        at = tg.arange(shape[d]).reshape([shape[d] if k == d else 1 for k in range(nd)])
+        return [tg.where(at == out, g, tg.zeros(shape, dtype=g.dtype))]
+    mask = row.input(0) == out
+    count = mask.sum(dims, keepdim=True).to(g.dtype)
+    return [tg.where(mask, g / count, tg.zeros(shape, dtype=g.dtype))]
+
+
+VJPS["logsumexp"] = _vjp_logsumexp
+VJPS["var"] = VJPS["std"] = _vjp_var_std
+for _name in ("amax", "amin", "max", "min", "max_dim", "min_dim"):
+    VJPS[_name] = _vjp_extreme
+
+
+def _saved_constant(row, k):
+    """Input k's saved value outside the graph (a target, a class weight: no gradient)."""
+    base = L.R_IN + k * L.IW
+    sv = row._saved(int(row.T[base + L.IN_SAVED]), int(row.T[base + L.IN_VER]), f"input {k}")
+    E = engine()
+    with E.lock:
+        a = E.call(core.detach, sv)
+    return _wrap(a)
+
+
+def _vjp_class_loss(row, gout):
+    """nll_loss and cross_entropy on class indices: the loss is sum(C * log p) with
+    constant coefficients C (targets, class weights, ignore_index, label smoothing, the
+    mean's denominator), p the input (nll_loss) or the softmax of it over the classes."""
+    import numpy as np
+    g = gout[0]
+    n, c, d = row.attr("rows"), row.attr("classes"), row.attr("inner")
+    red, eps = row.attr("reduction"), row.scalar
+    tgt = _saved_constant(row, 1).numpy().reshape(n, d)
+    valid = tgt != row.attr("ignore_index")
+    w = _saved_constant(row, 2).numpy().astype(np.float64) if row.attr("weighted") \
+        else np.ones(c)
+    at = np.where(valid, tgt, 0)
+    wt = np.where(valid, w[at], 0.0)
+    coef = np.zeros((n, c, d))
+    np.put_along_axis(coef, at[:, None, :], -(1.0 - eps) * wt[:, None, :], axis=1)
+    if eps:
+        coef -= (eps / c) * w[None, :, None] * valid[:, None, :]
+    if red == 1:
+        coef /= wt.sum()
+    coef = tg.tensor(coef, dtype=g.dtype)
+    g = g.reshape(n, 1, d) if red == 0 else g
+    if row.attr("kind") == 1:
+        p = row.input(0).reshape(n, c, d).softmax(1)
+        coef = coef - p * coef.sum(1, keepdim=True)
+    return [(g * coef).reshape(row.in_shape(0)), None, None]
+
+
+for _name in ("nll_loss", "nll_loss2d", "cross_entropy", "cross_entropy2d",
+              "cross_entropy_plain"):
+    VJPS[_name] = _vjp_class_loss
+
+
+def _vjp_layer_norm(row, gout):
+    """Over the last `width` elements of each row: x-hat = (x - mean) * rstd; the input's
+    product is rstd * (gh - mean(gh) - x-hat * mean(gh * x-hat)), gh = g * weight."""
+    n, width = row.attr("rows"), row.attr("width")
+    g = gout[0].reshape(n, width)
+    x = row.input(0).reshape(n, width)
+    xc = x - x.mean(1, keepdim=True)
+    rstd = ((xc * xc).mean(1, keepdim=True) + row.scalar).rsqrt()
+    xhat = xc * rstd
+    grads = [None] * row.nin
+    if row.needs(0):
+        w = None
+        if row.nin > 1 and row.needs(1):
+            w = row.input(1)
+        elif row.nin > 1 and int(row.T[L.R_IN + L.IW + L.IN_SAVED]) >= 0:
+            w = _saved_constant(row, 1)
+        gh = g if w is None else g * w.reshape(1, width)
+        gx = rstd * (gh - gh.mean(1, keepdim=True) - xhat * (gh * xhat).mean(1, keepdim=True))
+        grads[0] = gx.reshape(row.in_shape(0))
+    if row.nin > 1 and row.needs(1):
+        grads[1] = (g * xhat).sum(0).reshape(row.in_shape(1))
+    if row.nin > 2 and row.needs(2):
+        grads[2] = g.sum(0).reshape(row.in_shape(2))
+    return grads
+
+
+def _vjp_flip(row, gout):
+    mask = row.attr("dims")
+    return [gout[0].flip([d for d in range(len(row.in_shape(0))) if mask >> d & 1])]
+
+
+VJPS["layer_norm"] = _vjp_layer_norm
+VJPS["flip"] = _vjp_flip
 
 
 def _unsupported(row, what=None):
@@ -552,9 +721,11 @@ def run(roots, seeds, leaf_targets=None, row_targets=None):
         start.append(r)
     # the rows reachable from the roots, and how many of their consumers each waits for
     deps, seen, stack = {}, set(start), list(start)
+    consumers, direct = {}, []
+    tape = E.tape
     while stack:
         r = stack.pop()
-        T = E.tape[r]
+        T = tape[r].tolist()
         if T[L.R_STATE] & L.RS_RELEASED:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved "
@@ -562,13 +733,28 @@ def run(roots, seeds, leaf_targets=None, row_targets=None):
                 "graph are freed when you call .backward() or autograd.grad(). Specify "
                 "retain_graph=True if you need to backward through the graph a second time or "
                 "if you need to access saved tensors after calling backward.")
-        for k in range(int(T[L.R_NIN])):
-            pr = int(T[L.R_IN + k * L.IW + L.IN_ROW])
+        for k in range(T[L.R_NIN]):
+            base = L.R_IN + k * L.IW
+            pr = T[base + L.IN_ROW]
             if pr >= 0:
                 deps[pr] = deps.get(pr, 0) + 1
+                consumers.setdefault(pr, []).append(r)
                 if pr not in seen:
                     seen.add(pr)
                     stack.append(pr)
+                if row_targets and (pr, T[base + L.IN_OIDX]) in row_targets:
+                    direct.append(r)
+            elif leaf_targets is not None and T[base + L.IN_T] in leaf_targets:
+                direct.append(r)
+    wanted = None
+    if leaf_targets is not None:    # autograd.grad: only rows on a path to an input work
+        useful, stack = set(direct), list(direct)
+        while stack:
+            for c in consumers.get(stack.pop(), ()):
+                if c not in useful:
+                    useful.add(c)
+                    stack.append(c)
+        wanted = (useful, leaf_targets, row_targets or set())
     ready = [r for r in dict.fromkeys(start) if deps.get(r, 0) == 0]
     while ready:
         r = ready.pop()
@@ -584,7 +770,8 @@ def run(roots, seeds, leaf_targets=None, row_targets=None):
                 if (r, oidx) in row_targets:
                     captured[(r, oidx)] = slots.get(oidx)
         row = _Row(r)
-        if any(g is not None for g in slots.values()):
+        row.wanted = wanted
+        if any(g is not None for g in slots.values()) and (wanted is None or r in wanted[0]):
             nout = max(int(row.T[L.R_NOUT]), max(slots) + 1)
             gout = [slots.get(i) for i in range(nout)]
             if row.op.kind not in ("python",) and gout[0] is None and nout == 1:

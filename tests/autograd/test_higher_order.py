@@ -67,6 +67,19 @@ def test_gradient_penalty_backward_create_graph():
     _both(program)
 
 
+def _layer_norm(L, x, shape, weight=None, bias=None, eps=1e-5):
+    """tapegrad's layer_norm; PyTorch's composed of its ops, as the reference: its native
+    double backward holds the mean and rstd constant, so its third derivatives are not
+    exact (those of sum(layer_norm(x) * c) along a row's shift are not 0 there)."""
+    if L is tg:
+        return L.nn.functional.layer_norm(x, shape, weight, bias, eps)
+    dims = tuple(range(-len(shape), 0))
+    xc = x - x.mean(dims, keepdim=True)
+    y = xc * ((xc * xc).mean(dims, keepdim=True) + eps).rsqrt()
+    y = y if weight is None else y * weight
+    return y if bias is None else y + bias
+
+
 @pytest.mark.parametrize("fn", [
     lambda L, x: (x.sin() * x.exp()).sum(),
     lambda L, x: (x.sigmoid() / (1 + x * x)).sum(),
@@ -79,6 +92,40 @@ def test_gradient_penalty_backward_create_graph():
     lambda L, x: L.where(x > 0, x * x, x.exp()).sum(),
     lambda L, x: (x.reshape(2, 3).split([1, 2], 1)[1].exp().sum()
                   + (x.reshape(3, 2).unbind(0)[2] ** 3).sum()),
+    lambda L, x: (x.reshape(2, 3).logsumexp(1).pow(2).sum() + L.logsumexp(x * x, 0)
+                  + x.reshape(3, 2).logsumexp(0, keepdim=True).exp().sum()),
+    lambda L, x: (x.reshape(2, 3).var(1).pow(2).sum()
+                  + x.std() * x.reshape(3, 2).var(0, correction=0).sum()
+                  + x.reshape(3, 2).std(1, keepdim=True).pow(3).sum()),
+    lambda L, x: ((x.reshape(2, 3).amax(1) ** 3).sum() + x.max() ** 2
+                  + (x.reshape(3, 2).min(0).values * x[:2]).sum()
+                  + x.reshape(3, 2).max(1, keepdim=True).values.exp().sum()),
+    lambda L, x: ((L.stack([x, x * 1.0]).amax(0) ** 3).sum() + L.cat([x, x]).min() ** 3
+                  + (L.amin(x.reshape(2, 3), (0, 1)) * x).sum()),        # (ties share)
+    lambda L, x: (L.nn.functional.cross_entropy(
+        x.reshape(2, 3), L.tensor([2, 0]), weight=L.tensor([0.5, 1.0, 2.0], dtype=L.float64),
+        label_smoothing=0.1)
+        + L.nn.functional.cross_entropy(x.reshape(3, 2) * x.reshape(3, 2), L.tensor([1, 0, 1]))
+        + (L.nn.functional.cross_entropy(x.reshape(1, 3, 2), L.tensor([[2, -100]]),
+                                         reduction="none") ** 2).sum()
+        + L.nn.functional.cross_entropy(x[:3], L.tensor(1)) * x[4]),
+    lambda L, x: (L.nn.functional.nll_loss(x.reshape(3, 2).log_softmax(1) * x.reshape(3, 2),
+                                           L.tensor([1, -100, 0]))
+                  + L.nn.functional.nll_loss((x * x).reshape(2, 3), L.tensor([2, 1]),
+                                             weight=L.tensor([0.5, 1.0, 2.0], dtype=L.float64),
+                                             reduction="sum")
+                  + L.nn.functional.cross_entropy(
+                      x.reshape(1, 2, 3, 1).tanh() * 3, L.tensor([[[0], [1], [1]]]),
+                      weight=L.tensor([0.3, 1.0], dtype=L.float64), label_smoothing=0.2)),
+    lambda L, x: ((_layer_norm(L, x.reshape(2, 3), (3,), x[:3] * 2, x[3:].exp(), 1e-3) ** 3).sum()
+                  + (_layer_norm(L, x.reshape(3, 2) * x.reshape(3, 2), (3, 2))
+                     * L.arange(6.0, dtype=L.float64).reshape(3, 2)).sum()
+                  + (_layer_norm(L, x.reshape(2, 3), (3,), None, x[:3]) ** 2
+                     * x.reshape(2, 3)).sum()
+                  + _layer_norm(L, x.reshape(1, 2, 3), (3,),
+                                L.tensor([0.5, -1.0, 2.0], dtype=L.float64)).tanh().sum()),
+    lambda L, x: ((x.reshape(2, 3).flip(1) * x.reshape(2, 3) ** 2).sum()
+                  + (x.reshape(3, 2).flip((0, 1)).exp() * x.reshape(3, 2)).sum()),
 ])
 def test_third_derivatives(fn):
     def program(L):
@@ -211,3 +258,23 @@ def test_gradcheck_refuses_what_it_cannot_check():
     x = tg.tensor([0.5], dtype=tg.float64, requires_grad=True)
     with pytest.raises(NotImplementedError, match="gradcheck\\(check_forward_ad=True\\)"):
         tg.autograd.gradcheck(lambda x: x * 2, (x,), check_forward_ad=True)
+
+
+def test_constant_operands_stay_constants_and_norm_along_a_dim():
+    """A gradient times a constant does not require grad through the constant; the
+    2-norm along one dim (F.normalize's) differentiates twice."""
+    def program(L):
+        x = L.tensor(np.array([[0.3, -1.2, 0.7], [2.0, -0.4, 1.1]]), requires_grad=True)
+        c = L.tensor(np.array([1.5, -2.0, 0.5]))
+        (g,) = L.autograd.grad((x * x).sum(), x, create_graph=True)
+        (h,) = L.autograd.grad(g, x, grad_outputs=g * c, create_graph=True)
+        n = L.nn.functional.normalize(x, dim=1)
+        (gn,) = L.autograd.grad((n * c).sum(), x, create_graph=True)
+        (hn,) = L.autograd.grad((gn ** 2).sum(), x)
+        return [g, h, gn, hn]
+    _both(program)
+    for L in (tg, torch):       # 2c: nothing left to differentiate, in both libraries
+        u = L.ones(2, requires_grad=True)
+        (g,) = L.autograd.grad((u * u).sum(), u, create_graph=True)
+        (k,) = L.autograd.grad(g, u, grad_outputs=L.tensor([1.0, 2.0]), create_graph=True)
+        assert k.requires_grad is False and k.tolist() == [2.0, 4.0]
