@@ -281,7 +281,7 @@ def _vjp_sum(row, gout):
         for d in dims:
             g = g.unsqueeze(d)
     g = g.expand(shape)
-    if row.attr("mean"):
+    if row.op.name.startswith("mean"):
         n = 1
         for d in dims:
             n *= shape[d]
@@ -653,6 +653,79 @@ def _vjp_flip(row, gout):
 
 VJPS["layer_norm"] = _vjp_layer_norm
 VJPS["flip"] = _vjp_flip
+
+
+# ---------------------------------------------------------------- indexing: flat positions
+# The front turns every read of a tensor at computed places (x[idx], index_select, gather,
+# masked_select) into a read at flat positions, saved as input 1, and every write
+# (x[idx] = v, index_put_, index_add, scatter_add) into a write there: each one's product
+# is the other, so the pair differentiates to any order.
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _vjp_take(row, gout):
+    g = gout[0]
+    shape = row.in_shape(0)
+    pos = _saved_constant(row, 1).reshape(-1)
+    flat = tg.zeros(_numel(shape), dtype=g.dtype).index_put_((pos,), g.reshape(-1),
+                                                              accumulate=True)
+    return [flat.reshape(shape)] + [None] * (row.nin - 1)
+
+
+def _vjp_take_rows(row, gout):
+    g = gout[0]
+    shape = row.in_shape(0)
+    rows = _saved_constant(row, 1).reshape(-1)
+    g = g.reshape(rows.shape[0], *shape[1:])
+    return [tg.zeros(shape, dtype=g.dtype).index_put_((rows,), g, accumulate=True), None]
+
+
+def _vjp_index_put(row, gout):
+    g = gout[0]
+    pos = _saved_constant(row, 1)
+    flat_pos = pos.reshape(-1)
+    g_self = g_values = None
+    if row.needs(0):
+        g_self = g if row.attr("accumulate") else g.reshape(-1).clone().index_put_(
+            (flat_pos,), tg.zeros((), dtype=g.dtype)).reshape(g.shape)
+    if row.needs(2):
+        g_values = _sum_to(g.reshape(-1)[flat_pos].reshape(pos.shape), row.in_shape(2))
+    return [g_self, None, g_values]
+
+
+for _name in ("index", "index_select", "gather", "masked_select"):
+    VJPS[_name] = _vjp_take
+VJPS["index_rows"] = _vjp_take_rows
+VJPS["index_put"] = _vjp_index_put
+
+
+def _vjp_cumsum(row, gout):
+    d = row.attr("dim")
+    return [gout[0].flip(d).cumsum(d).flip(d)]
+
+
+def _vjp_nansum(row, gout):
+    x = row.input(0)
+    g = _vjp_sum(row, gout)[0]
+    return [tg.where(x.isnan(), tg.zeros_like(g), g)]
+
+
+def _vjp_masked_fill_tensor(row, gout):
+    """x.masked_fill(mask, value) with a 0-d tensor value: (mask in input 2)."""
+    g, mask = gout[0], _saved_constant(row, 2)
+    z = tg.zeros_like(g)
+    gx = tg.where(mask, z, g) if row.needs(1) else None
+    gv = tg.where(mask, g, z).sum().reshape(row.in_shape(0)) if row.needs(0) else None
+    return [gv, gx, None]
+
+
+VJPS["cumsum"] = _vjp_cumsum
+VJPS["nansum"] = _vjp_nansum
+VJPS["masked_fill_tensor"] = _vjp_masked_fill_tensor
 
 
 def _unsupported(row, what=None):

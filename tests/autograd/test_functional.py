@@ -255,9 +255,9 @@ def test_forward_mode_has_the_outputs_dtype_and_keeps_the_inputs_graph():
 
 def test_an_op_without_a_double_backward_is_named_by_jvp():
     x = tg.tensor(Y)
-    with pytest.raises(NotImplementedError, match="double backward of CumsumBackward0"):
-        TF.jvp(lambda x: x.cumsum(0), x, x)
-    assert TF.vjp(lambda x: x.cumsum(0), x, x)[1].shape == (3, 2)    # (no double backward)
+    with pytest.raises(NotImplementedError, match="double backward of CumprodBackward0"):
+        TF.jvp(lambda x: x.cumprod(0), x, x)
+    assert TF.vjp(lambda x: x.cumprod(0), x, x)[1].shape == (3, 2)   # (no double backward)
 
 
 # ---------------------------------------------------------------- errors, as PyTorch's

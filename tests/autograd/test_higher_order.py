@@ -90,6 +90,12 @@ def _layer_norm(L, x, shape, weight=None, bias=None, eps=1e-5):
     lambda L, x: L.cat([x[:2], x[3:] * 2], 0).unsqueeze(0).expand(2, 5).sum(0).norm(),
     lambda L, x: (x.reshape(2, 3)[1] * x.reshape(3, 2)[:, ::2].squeeze(1)).sum() * x[1:5:3].sum(),
     lambda L, x: L.where(x > 0, x * x, x.exp()).sum(),
+    lambda L, x: (-L.log_softmax(x.reshape(3, 2) * x[:2], 1)[L.arange(3), L.tensor([1, 0, 1])]
+                  .mean() + (x[L.tensor([0, 5, 5])] ** 3).sum()
+                  + (x.reshape(2, 3).gather(1, L.tensor([[2, 2], [0, 1]])) ** 2).sum()),
+    lambda L, x: ((L.zeros(4, dtype=L.float64).index_add(0, L.tensor([1, 3, 1, 0, 2, 3]), x)
+                   ** 3).sum() + (x.reshape(2, 3).cumsum(1) ** 2).sum()
+                  + (x.masked_select(x > 0) ** 3).sum()),
     lambda L, x: (x.reshape(2, 3).split([1, 2], 1)[1].exp().sum()
                   + (x.reshape(3, 2).unbind(0)[2] ** 3).sum()),
     lambda L, x: (x.reshape(2, 3).logsumexp(1).pow(2).sum() + L.logsumexp(x * x, 0)
@@ -180,8 +186,8 @@ def test_a_non_leaf_input_and_allow_unused():
 
 def test_an_op_without_a_double_backward_says_so():
     x = tg.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=tg.float64, requires_grad=True)
-    y = x.cumsum(0).sum()
-    with pytest.raises(NotImplementedError, match="double backward of CumsumBackward0 is not "
+    y = x.cumprod(0).sum()
+    with pytest.raises(NotImplementedError, match="double backward of CumprodBackward0 is not "
                                                   "supported yet"):
         tg.autograd.grad(y, x, create_graph=True)
 
