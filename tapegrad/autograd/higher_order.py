@@ -348,14 +348,8 @@ def _vjp_expand(row, gout):
     return [_sum_to(gout[0], row.in_shape(0))]
 
 
-def _vjp_transpose(row, gout):
-    if row.op.name == "t":
-        return [gout[0].t()] if len(row.in_shape(0)) == 2 else [gout[0]]
-    d0, d1 = row.attr("dims")[:2]
-    return [gout[0].transpose(d0, d1)]
-
-
 def _vjp_permute(row, gout):
+    """permute, transpose and t: the row keeps the whole permutation."""
     nd = len(row.in_shape(0))
     perm = row.attr("dims")[:nd]
     inv = [0] * nd
@@ -507,7 +501,7 @@ def _dtype_of(gout):
 VJPS = {"sum": _vjp_sum, "sum_dim": _vjp_sum, "mean": _vjp_sum, "mean_dim": _vjp_sum,
         "mm": _vjp_mm, "matmul": _vjp_matmul, "mv": _vjp_mv, "dot": _vjp_dot,
         "linear": _vjp_linear, "view": _vjp_view, "reshape_copy": _vjp_view,
-        "expand": _vjp_expand, "transpose": _vjp_transpose, "t": _vjp_transpose,
+        "expand": _vjp_expand, "transpose": _vjp_permute, "t": _vjp_permute,
         "permute": _vjp_permute, "to_copy": _vjp_to_copy, "softmax": _vjp_softmax,
         "log_softmax": _vjp_softmax, "norm": _vjp_norm, "mse_loss": _vjp_mse,
         "where": _vjp_where, "cat": _vjp_cat, "stack": _vjp_cat}
@@ -726,6 +720,94 @@ def _vjp_masked_fill_tensor(row, gout):
 VJPS["cumsum"] = _vjp_cumsum
 VJPS["nansum"] = _vjp_nansum
 VJPS["masked_fill_tensor"] = _vjp_masked_fill_tensor
+
+
+def _vjp_strided_positions(row, gout):
+    """Any view at an offset and strides in a contiguous input (diagonal, as_strided):
+    a read at the flat positions those give, whose product is a write there."""
+    import numpy as np
+    g = gout[0]
+    shape = row.in_shape(0)
+    out_shape = row.out_shape()
+    strides = row.attr("grad_strides")[:len(out_shape)]
+    pos = np.full(out_shape, row.attr("grad_offset"), np.int64)
+    for d, (n, st) in enumerate(zip(out_shape, strides)):
+        pos = pos + (np.arange(n, dtype=np.int64) * st).reshape(
+            (1,) * d + (n,) + (1,) * (len(out_shape) - d - 1))
+    flat = tg.zeros(_numel(shape), dtype=g.dtype).index_put_(
+        (tg.tensor(pos.reshape(-1)),), g.reshape(-1), accumulate=True)
+    return [flat.reshape(shape)]
+
+
+def _vjp_pad(row, gout):
+    """constant_pad_nd: the input's part of g (a negative pad cropped the input: zeros
+    there)."""
+    g = gout[0]
+    shape = row.in_shape(0)
+    before = row.attr("before")[:len(shape)]
+    for d, (b, n) in enumerate(zip(before, shape)):
+        lo_out, lo_in = max(b, 0), max(-b, 0)
+        length = min(g.shape[d] - lo_out, n - lo_in)
+        if (lo_out, lo_in, length) != (0, 0, n) or g.shape[d] != n:
+            g = _place(g.narrow(d, lo_out, length), d, lo_in, 1, n)
+    return [g]
+
+
+def _vjp_roll(row, gout):
+    return [gout[0].roll(-row.attr("shift"), row.attr("dim"))]
+
+
+def _vjp_permute_copy(row, gout):
+    nd = row.attr("nd")
+    perm = row.attr("perm")[:nd]
+    inv = [0] * nd
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return [gout[0].reshape([row.attr("shape")[p] for p in perm]).permute(*inv)
+            .reshape(row.in_shape(0))]
+
+
+def _vjp_safe_softmax(row, gout):
+    g, y = gout[0], row.output()
+    return [y * (g - (g * y).sum(-1, keepdim=True))]
+
+
+def _pointwise_loss(row, gout, da, db):
+    """A pointwise loss's products from its per-element derivatives, reduced as the row."""
+    if row.nin > 2:
+        raise _unsupported(row, "a weight")
+    g = gout[0]
+    red = row.attr("reduction")
+    if red != 0:
+        g = g / _numel(row.in_shape(0)) if red == 1 else g
+    return [_sum_to(da * g, row.in_shape(0)) if row.needs(0) else None,
+            _sum_to(db * g, row.in_shape(1)) if row.needs(1) else None]
+
+
+def _vjp_huber_like(row, gout):
+    a, b, s = row.input(0), row.input(1), row.scalar
+    d = a - b
+    if row.op.name == "huber_loss":
+        dx = d.clamp(-s, s)
+    elif s > 0:
+        dx = tg.where(d.abs() < s, d / s, d.sign())
+    else:
+        dx = d.sign()
+    return _pointwise_loss(row, gout, dx, -dx)
+
+
+def _vjp_bce_logits(row, gout):
+    if row.attr("kind") != 4:
+        raise _unsupported(row, "pos_weight")
+    a, b = row.input(0), row.input(1)
+    return _pointwise_loss(row, gout, a.sigmoid() - b, -a)
+
+
+VJPS.update({"diagonal": _vjp_strided_positions, "as_strided": _vjp_strided_positions,
+             "constant_pad_nd": _vjp_pad, "roll": _vjp_roll,
+             "permute_copy": _vjp_permute_copy, "safe_softmax": _vjp_safe_softmax,
+             "huber_loss": _vjp_huber_like, "smooth_l1_loss": _vjp_huber_like,
+             "binary_cross_entropy_with_logits": _vjp_bce_logits, "stack_parts": _vjp_cat})
 
 
 def _unsupported(row, what=None):

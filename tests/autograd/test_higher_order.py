@@ -96,6 +96,10 @@ def _layer_norm(L, x, shape, weight=None, bias=None, eps=1e-5):
     lambda L, x: ((L.zeros(4, dtype=L.float64).index_add(0, L.tensor([1, 3, 1, 0, 2, 3]), x)
                    ** 3).sum() + (x.reshape(2, 3).cumsum(1) ** 2).sum()
                   + (x.masked_select(x > 0) ** 3).sum()),
+    lambda L, x: ((x.reshape(1, 2, 3).transpose(0, 2) * L.arange(6.0, dtype=L.float64)
+                   .reshape(3, 2, 1)).sin().sum() + x.reshape(3, 2).t()[1].exp().sum()
+                  + L.nn.functional.pad(x.reshape(2, 3), (1, -1, 2, 0)).pow(3).sum()
+                  + (x.roll(2, 0) * x).sum() ** 2),
     lambda L, x: (x.reshape(2, 3).split([1, 2], 1)[1].exp().sum()
                   + (x.reshape(3, 2).unbind(0)[2] ** 3).sum()),
     lambda L, x: (x.reshape(2, 3).logsumexp(1).pow(2).sum() + L.logsumexp(x * x, 0)
