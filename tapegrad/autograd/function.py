@@ -422,3 +422,40 @@ def drive(r, retain):
     return r
 
 
+class _DelayedError(Function):
+    """After a once_differentiable backward's result: its own backward raises, as
+    PyTorch's DelayedError node does. As in PyTorch its input is the result made a leaf
+    that requires grad, not the graph the result came from: differentiating with respect
+    to anything before it finds it unused."""
+
+    @staticmethod
+    def forward(ctx, result):
+        """The result itself (a copy: a Function's output is a new tensor)."""
+        return result.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        """Refuse, as PyTorch does."""
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
+
+
+def once_differentiable(fn):
+    """Decorate a Function's backward that is not itself differentiable: it runs without
+    recording, and differentiating its results again (create_graph=True) raises, as
+    PyTorch's torch.autograd.function.once_differentiable."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = fn(ctx, *args)
+        if not GRAD_MODE.on or not any(isinstance(a, Tensor) and a.requires_grad
+                                       for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        wrapped = tuple(_DelayedError.apply(o.detach().requires_grad_(True))
+                        if isinstance(o, Tensor) else o
+                        for o in ((outputs,) if single else outputs))
+        return wrapped[0] if single else wrapped
+    return wrapper

@@ -288,3 +288,34 @@ def test_constant_operands_stay_constants_and_norm_along_a_dim():
         (g,) = L.autograd.grad((u * u).sum(), u, create_graph=True)
         (k,) = L.autograd.grad(g, u, grad_outputs=L.tensor([1.0, 2.0]), create_graph=True)
         assert k.requires_grad is False and k.tolist() == [2.0, 4.0]
+
+
+def test_once_differentiable_as_pytorch():
+    """Differentiable once: the first gradient is right; a second through it raises
+    PyTorch's error, and anything before it is unused, as in PyTorch."""
+    for L in (tg, torch):
+        from importlib import import_module
+        od = import_module(L.__name__ + ".autograd.function").once_differentiable
+
+        class Cube(L.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+
+            @staticmethod
+            @od
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * 3 * x ** 2
+        x = L.tensor([0.5, 2.0], dtype=L.float64, requires_grad=True)
+        (g,) = L.autograd.grad(Cube.apply(x).sum(), x)
+        assert g.tolist() == [0.75, 12.0]
+        v = L.ones(2, dtype=L.float64, requires_grad=True)
+        (g2,) = L.autograd.grad(Cube.apply(x), x, grad_outputs=v, create_graph=True)
+        assert g2.requires_grad
+        with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+            L.autograd.grad(g2.sum(), v)
+        with pytest.raises(RuntimeError, match="trying to differentiate twice a function that "
+                                               "was marked with @once_differentiable"):
+            g2.sum().backward()
