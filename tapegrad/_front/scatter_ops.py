@@ -71,20 +71,28 @@ def _scatter_index(self, dim, index, src, fn):
     elif any(k != d and ish[k] > ssh[k] for k in range(nd)):
         raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
                            f"{list(self.shape)} apart from dimension {d}")
-    iv = _numpy_view(index).reshape(ish)
-    bad = (iv < 0) | (iv >= ssh[d])
-    if bad.any():
-        raise RuntimeError(f"index {int(iv[bad].reshape(-1)[0])} is out of bounds for "
-                           f"dimension {d} with size {ssh[d]}")
+    iv = np.ascontiguousarray(_numpy_view(index)).reshape(-1)
     # row-major offsets into self: index along d, the position itself along the others
-    cs = np.cumprod([1] + ssh[:0:-1])[::-1]
-    pos = iv * cs[d]
-    for k in range(nd):
-        if k != d:
-            pos = pos + (np.arange(ish[k], dtype=np.int64) * cs[k]).reshape(
-                [-1 if m == k else 1 for m in range(nd)])
-    pos = np.ascontiguousarray(np.broadcast_to(pos, ish), np.int64)
+    cs = np.cumprod([1] + ssh[:0:-1])[::-1].astype(np.int64)
+    pos = np.empty(ish, np.int64)
+    bad = _positions()(iv, False, np.asarray(ish, np.int64), cs, d, ssh[d], pos.reshape(-1))
+    if bad >= 0:
+        raise RuntimeError(f"index {int(iv[bad])} is out of bounds for "
+                           f"dimension {d} with size {ssh[d]}")
     return d, pos.reshape(index.shape) if self.ndim else pos.reshape(())
+
+
+_KERNEL = []
+
+
+def _positions():
+    """ops/special.py's scatter_positions, loaded (compiled) on first use."""
+    if not _KERNEL:
+        from .._engine.cache import kernel_cache
+        with kernel_cache():
+            from ..ops import special
+        _KERNEL.append(special.scatter_positions)
+    return _KERNEL[0]
 
 
 def _src_part(src, index):
@@ -352,16 +360,13 @@ def _index_positions(self, dim, index, fn, source=None, wrap=False, kind=Runtime
     if bad.any():
         msg = f"index {int(iv[bad][0])} is out of bounds for dimension {d} with size {shape[d]}"
         raise kind(msg if kind is RuntimeError or fn == "index_fill_" else f"{fn}(): {msg}")
-    iv = np.where(iv < 0, iv + shape[d], iv)
-    cs = np.cumprod([1] + shape[:0:-1])[::-1]
-    pos = (iv.astype(np.int64) * cs[d]).reshape([-1 if m == d else 1 for m in range(nd)])
-    for k in range(nd):
-        if k != d:
-            pos = pos + (np.arange(shape[k], dtype=np.int64) * cs[k]).reshape(
-                [-1 if m == k else 1 for m in range(nd)])
+    iv = np.where(iv < 0, iv + shape[d], iv).astype(np.int64)
+    cs = np.cumprod([1] + shape[:0:-1])[::-1].astype(np.int64)
     out = list(shape)
     out[d] = iv.size
-    return d, np.ascontiguousarray(np.broadcast_to(pos, out), np.int64)
+    pos = np.empty(out, np.int64)
+    _positions()(iv, True, np.asarray(out, np.int64), cs, d, shape[d], pos.reshape(-1))
+    return d, pos
 
 
 def _index_add(self, dim, index, source, alpha, fn, inplace):

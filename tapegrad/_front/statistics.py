@@ -22,7 +22,8 @@ import numpy as np
 
 from . import dtype as D
 from . import methods
-from .tensor import Tensor, _is_scalar, _numpy_view
+from .tensor import Tensor, _is_scalar, _numpy_view, _wrap, run
+from ..ops.registry import BY_NAME
 from .indexing import cat, _constant
 from .promotion import result_type, _type_name
 from .creation import tensor, _dtype_arg, _from_array, _factory_out
@@ -109,21 +110,11 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     b = x2.expand(batch + [r2, m])
     if p == 2 and (mode == 1 or (mode == 0 and (r1 > 25 or r2 > 25))):
         return _euclidean_mm(a, b)
-    diff = a.unsqueeze(-2) - b.unsqueeze(-3)           # (..., P, R, M)
-    if p == math.inf:
-        return _max_abs_full_ties(diff)
-    return diff.norm(p, -1)
-
-
-def _max_abs_full_ties(diff):
-    """max |diff| over the last dim, whose gradient reaches every coordinate tied for the
-    maximum in full (PyTorch's cdist backward; norm's would split it between them): the
-    value is the detached maximum plus (|diff| - |diff|) over the tied coordinates, an
-    exact zero that carries their gradients."""
-    ad = diff.abs()
-    top = ad.detach().amax(-1)
-    tied = ad.detach() == top.unsqueeze(-1)
-    return top + ((ad - ad.detach()) * tied).sum(-1)
+    # one CdistBackward0 row (ops/linalg.py), kinds in PyTorch's order of cases
+    kind = (0 if p == 0 else 1 if p == 1 else 2 if p < 2 else 3 if p == 2 else
+            4 if p == math.inf else 5)
+    op = BY_NAME["cdist"]
+    return _wrap(run(op, a._i, b._i, s=p, iargs=op.pack(kind=kind)))
 
 
 def _euclidean_mm(a, b):

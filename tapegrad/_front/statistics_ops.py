@@ -18,6 +18,7 @@ import numpy as np
 
 from . import dtype as D
 from . import methods
+from .indexing import _take
 from .math_ops import _along, _check, _int_dim, _reduction_dtype
 from .promotion import _type_name, from_array, result_type
 from .tensor import Tensor, _dim, _is_scalar, _numpy_view, not_tensor
@@ -67,6 +68,9 @@ def logcumsumexp(input, dim):
     return _along("logcumsumexp", input, d, kind=1)
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _cum_extreme(name):
     def fn(input, dim):
         _check(input, name)
@@ -76,18 +80,25 @@ def _cum_extreme(name):
             return _ret[name](input.clone(), _index(np.zeros((), np.int64)))
         d = _dim(dim, input.ndim, name)
         a = np.moveaxis(_numpy_view(input), d, -1)
-        idx = np.zeros(a.shape, np.int64)
+        # (np.empty: calloc's fresh pages would fault in inside the kernel)
+        idx = np.empty(a.shape, np.int64)
+        pos = np.empty(a.shape, np.int64)
         if a.size:
+            # (float lines in their dtype: a converted copy costs more than the kernel;
+            # along the last dim of a contiguous tensor, no copy at all)
             lines = np.ascontiguousarray(a.reshape(-1, a.shape[-1]),
-                                         np.float64 if a.dtype.kind == "f" else np.int64)
-            idx = np.empty(lines.shape, np.int64)
-            _line_kernel("cum_extreme_lines")(lines, name == "cummax", idx)
-            idx = idx.reshape(a.shape)
-        idx = _index(np.moveaxis(idx, -1, d))
+                                         a.dtype if a.dtype in _FLOATS else np.int64)
+            _line_kernel("cum_extreme_lines")(lines, name == "cummax",
+                                              int(np.prod(input.shape[d + 1:])),
+                                              idx.reshape(lines.shape), pos.reshape(lines.shape))
+        if d != input.ndim - 1:
+            idx, pos = np.moveaxis(idx, -1, d), np.moveaxis(pos, -1, d)
+        idx = _index(idx)
         if input.dtype is D.bool_ or not input.dtype.is_floating_point:
             return _ret[name](from_array(np.take_along_axis(_numpy_view(input), _numpy_view(idx),
                                                             d)), idx)
-        return _ret[name](input.gather(d, idx), idx)
+        # gather's values and gradient, from the kernel's positions (valid by construction)
+        return _ret[name](_take(input, "gather", pos, idx), idx)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"The running {'maximum' if name == 'cummax' else 'minimum'} along dim and "
                   "its indices (the last of equal values; NaN propagates), as PyTorch.")
@@ -103,7 +114,16 @@ def _select(input, d, idx, keepdim, name):
     """values and indices from an index array (keepdim shape) into input along d."""
     it = _index(idx)
     if input.dtype.is_floating_point:
-        v = input.gather(d, it)
+        # gather's row, from positions made here (idx is valid by construction: gather's
+        # own checks and positions cost more than the selection)
+        nd = input.ndim
+        cs = np.cumprod([1] + list(input.shape[:0:-1]))[::-1]
+        pos = np.asarray(idx, np.int64) * cs[d]
+        for k in range(nd):
+            if k != d:
+                pos = pos + (np.arange(idx.shape[k], dtype=np.int64) * cs[k]).reshape(
+                    [-1 if m == k else 1 for m in range(nd)])
+        v = _take(input, "gather", np.ascontiguousarray(pos, np.int64), it)
     else:
         v = from_array(np.take_along_axis(_numpy_view(input), idx, d))
     if not keepdim:
@@ -167,31 +187,14 @@ def _median_dim(input, dim, keepdim, name, ignore_nan):
         return _ret[name](input.clone(), _index(np.zeros((), np.int64)))
     if input.shape[d] == 0:
         raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
-    # PyTorch's order is (value, index): the element of rank k in it, found by a
-    # selection (NaN last), then the right one among the values equal to it
+    # PyTorch's order is (value, index): the element of rank k in it, by a selection
+    # (NaN last), then the right one among the values equal to it (ops/special.py)
     b = np.moveaxis(_numpy_view(input), d, -1)
     n = b.shape[-1]
-    lines = np.ascontiguousarray(b.reshape(-1, n), np.float64 if b.dtype.kind == "f" else
+    lines = np.ascontiguousarray(b.reshape(-1, n), b.dtype if b.dtype in _FLOATS else
                                  np.int64)
-    nans = np.isnan(lines).sum(axis=1) if b.dtype.kind == "f" else np.zeros(len(lines), int)
-    k = ((n - nans - 1) // 2 if ignore_nan else np.full(len(lines), (n - 1) // 2))
-    k = np.maximum(k, 0).astype(np.int64)
     pick = np.empty(len(lines), np.int64)
-    _line_kernel("kth_lines")(lines, k, pick)
-    v = lines[np.arange(len(lines)), pick][:, None]
-    if b.dtype.kind == "f":
-        same = (lines == v) | (np.isnan(lines) & np.isnan(v))
-        less = (lines < v).sum(axis=1)
-        less = np.where(np.isnan(v[:, 0]), n - nans, less)
-    else:
-        same = lines == v
-        less = (lines < v).sum(axis=1)
-    m = k - less                     # v's place among the elements equal to it
-    occ = np.cumsum(same, axis=1) - 1
-    pick = np.argmax(same & (occ == m[:, None]), axis=1)
-    if b.dtype.kind == "f" and not ignore_nan:      # median: the first NaN, if any
-        first = np.argmax(np.isnan(lines), axis=1)
-        pick = np.where(nans > 0, first, pick)
+    _line_kernel("median_lines")(lines, ignore_nan, pick)
     idx = np.moveaxis(pick.reshape(b.shape[:-1] + (1,)), -1, d)
     return _select(input, d, idx, keepdim, name)
 
@@ -265,17 +268,12 @@ def mode(input, dim=-1, keepdim=False):
     if input.shape[d] == 0:
         raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
     a = np.moveaxis(_numpy_view(input), d, -1)
-    lines = a.reshape(-1, a.shape[-1])
-    order = np.argsort(lines, axis=1, kind="stable")
-    s = np.take_along_axis(lines, order, 1)
-    n = s.shape[1]
-    new = np.ones(s.shape, bool)
-    new[:, 1:] = (s[:, 1:] != s[:, :-1]) & ~(np.isnan(s[:, 1:]) & np.isnan(s[:, :-1])) \
-        if s.dtype.kind == "f" else s[:, 1:] != s[:, :-1]
-    start = np.maximum.accumulate(np.where(new, np.arange(n), 0), axis=1)
-    run = np.arange(n) - start + 1                 # length of the run of equals so far
-    best = np.argmax(run == run.max(axis=1, keepdims=True), axis=1)    # first longest run
-    last = order[np.arange(len(order)), best]      # (stable: the last occurrence ends it)
+    lines = np.ascontiguousarray(a.reshape(-1, a.shape[-1]),
+                                 a.dtype if a.dtype in _FLOATS else np.int64)
+    # the lines' values sorted (NumPy's vectorised sort; no argsort needed), the longest
+    # run in them, then its value's last occurrence (ops/special.py)
+    last = np.empty(len(lines), np.int64)
+    _line_kernel("mode_lines")(np.sort(lines, axis=1), lines, last)
     idx = last.reshape(a.shape[:-1] + (1,))
     return _select(input, d, np.moveaxis(idx, -1, d), keepdim, "mode")
 

@@ -537,6 +537,103 @@ def _log_add_exp(x, acc):
     return x
 
 
+@jit
+def _cumprod_blocks(X, Y, outer, m, inner):
+    """Y = cumprod of contiguous X along the middle dim of (outer, m, inner), products in
+    float64: each line's in its order, the inner lines of a block side by side (a loop
+    that vectorises, and no float64 copies of X and Y)."""
+    if inner == 1:
+        # eight lines side by side: eight independent chains of multiplies, not one
+        acc8 = np.empty(8, np.float64)
+        o = 0
+        while o + 8 <= outer:
+            acc8[:] = 1.0
+            for j in range(m):
+                for r in range(8):
+                    q = (o + r) * m + j
+                    acc8[r] *= X[q]
+                    Y[q] = acc8[r]
+            o += 8
+        for o in range(o, outer):
+            a = 1.0
+            for j in range(o * m, (o + 1) * m):
+                a *= X[j]
+                Y[j] = a
+        return
+    acc = np.empty(inner, np.float64)
+    for o in range(outer):
+        acc[:] = 1.0
+        for j in range(m):
+            p = (o * m + j) * inner
+            Xr = X[p:p + inner]
+            Yr = Y[p:p + inner]
+            for i in range(inner):
+                acc[i] *= Xr[i]
+                Yr[i] = acc[i]
+
+
+@jit
+def _cumprod_grad_blocks(X, G, GA, outer, m, inner):
+    """GA += cumprod's gradient (cumop_bwd's formula, in the same order per line) for
+    contiguous X, G, GA laid out as (outer, m, inner)."""
+    pre = np.empty(m * inner, np.float64)       # products of the elements before j
+    if inner == 1:
+        # eight lines side by side (as in _cumprod_blocks), then the rest one by one
+        pre8 = np.empty(8 * m, np.float64)
+        t8 = np.empty(8, np.float64)
+        o0 = 0
+        while o0 + 8 <= outer:
+            pre8[:8] = 1.0
+            for j in range(1, m):
+                for r in range(8):
+                    pre8[j * 8 + r] = pre8[(j - 1) * 8 + r] * X[(o0 + r) * m + j - 1]
+            t8[:] = 0.0
+            for j in range(m - 1, -1, -1):
+                for r in range(8):
+                    q = (o0 + r) * m + j
+                    if j < m - 1:
+                        t8[r] *= X[q + 1]
+                    t8[r] += G[q]
+                    GA[q] += pre8[j * 8 + r] * t8[r]
+            o0 += 8
+        for o in range(o0, outer):
+            base = o * m
+            if m > 0:
+                pre[0] = 1.0
+            for j in range(1, m):
+                pre[j] = pre[j - 1] * X[base + j - 1]
+            t = 0.0
+            for j in range(m - 1, -1, -1):
+                if j < m - 1:
+                    t *= X[base + j + 1]
+                t += G[base + j]
+                GA[base + j] += pre[j] * t
+        return
+    s = np.empty(inner, np.float64)
+    for o in range(outer):
+        base = o * m * inner
+        pre[:inner] = 1.0
+        for j in range(1, m):
+            Pr = pre[j * inner:(j + 1) * inner]
+            Pp = pre[(j - 1) * inner:j * inner]
+            Xr = X[base + (j - 1) * inner:base + j * inner]
+            for i in range(inner):
+                Pr[i] = Pp[i] * Xr[i]
+        s[:] = 0.0
+        for j in range(m - 1, -1, -1):
+            p = base + j * inner
+            Gr = G[p:p + inner]
+            Ar = GA[p:p + inner]
+            Pr = pre[j * inner:(j + 1) * inner]
+            if j < m - 1:
+                Xn = X[p + inner:p + 2 * inner]
+                for i in range(inner):
+                    s[i] *= Xn[i]
+            for i in range(inner):
+                s[i] += Gr[i]
+                Ar[i] += Pr[i] * s[i]
+
+
 def cumop_fwd(caddr, row):
     C = ctx_of(caddr)
     T = tape_of(C)
@@ -544,6 +641,19 @@ def cumop_fwd(caddr, row):
     if dt != F32 and dt != F64:
         return E_DTYPE
     kind = T[row, R_IATTR + 2]
+    if kind == 0 and is_contiguous(meta_of(C), a):
+        out = meta_contiguous(C, dt, shape.shape[0], shape, False)
+        if out < 0:
+            return out
+        outer, m, inner = _blocks(shape, dim)
+        n = outer * m * inner
+        if dt == F32:
+            _cumprod_blocks(f32_at(data_addr(C, a), n), f32_at(data_addr(C, out), n), outer, m,
+                            inner)
+        else:
+            _cumprod_blocks(f64_at(data_addr(C, a), n), f64_at(data_addr(C, out), n), outer, m,
+                            inner)
+        return set_outputs1(C, out)
     X, b, step, m = _input_lines(C, a, dim)
     out = meta_contiguous(C, dt, shape.shape[0], shape, False)
     if out < 0:
@@ -572,13 +682,31 @@ def cumop_bwd(caddr, row):
     (y non-decreasing along the line, so no factor exceeds 1)."""
     C = ctx_of(caddr)
     T = tape_of(C)
+    dim = T[row, R_IATTR]
+    kind = T[row, R_IATTR + 2]
+    sx = T[row, R_IN + IN_SAVED]
+    if kind == 0 and is_contiguous(meta_of(C), sx):
+        ga = edge_grad_addr(C, row, 0)
+        if ga == 0:
+            return K_OK
+        ishape = np.empty(8, np.int64)
+        nd = input_shape(C, row, 0, ishape)
+        outer, m, inner = _blocks(ishape[:nd].copy(), dim)
+        n = outer * m * inner
+        g = row_grad_addr(C, row, 0)
+        if T[row, R_ODTYPE] == F32:
+            _cumprod_grad_blocks(f32_at(data_addr(C, sx), n), f32_at(g, n), f32_at(ga, n), outer,
+                                 m, inner)
+        else:
+            _cumprod_grad_blocks(f64_at(data_addr(C, sx), n), f64_at(g, n), f64_at(ga, n), outer,
+                                 m, inner)
+        return K_OK
     ga, shape, b, step, m, dt, G, GA = _backward_start(C, row)
     if ga == 0:
         return K_OK
-    dim = T[row, R_IATTR]
-    kind = T[row, R_IATTR + 2]
-    X, xb, xstep, xm = _saved_values(C, T[row, R_IN + IN_SAVED], dim)
-    Y = _read(dt, data_addr(C, T[row, R_OSAVED]), G.shape[0])
+    X, xb, xstep, xm = _saved_values(C, sx, dim)
+    # (cumprod's gradient does not read the output: no float64 copy of it)
+    Y = _read(dt, data_addr(C, T[row, R_OSAVED]), G.shape[0] if kind == 1 else 0)
     pre = np.empty(m + 1, np.float64)
     for k in range(b.shape[0]):
         if kind == 0:

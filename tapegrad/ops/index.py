@@ -217,12 +217,15 @@ def take_rows_bwd(caddr, row):
 # in place on input 0; input 1 the positions, input 2 the values (shaped like the
 # positions, any layout); attrs [0]: 1 to accumulate (index_put_(accumulate=True))
 @jit
-def _put(X, phys, V, vphys, acc):
+def _put(X, phys, V, vphys, acc, dense):
+    """X[phys[j]] = (or +=) the j-th value: V[j] when V is contiguous (dense), else
+    V[vphys[j]]."""
     for j in range(phys.shape[0]):
+        vj = V[j] if dense else V[vphys[j]]
         if acc:
-            X[phys[j]] += V[vphys[j]]
+            X[phys[j]] += vj
         else:
-            X[phys[j]] = V[vphys[j]]
+            X[phys[j]] = vj
 
 
 def index_put_fwd(caddr, row):
@@ -242,14 +245,17 @@ def index_put_fwd(caddr, row):
     n = M[p, M_NUMEL]
     phys = _physical(M, x, i64_at(data_addr(C, p), n))
     nv = M[v, M_NDIM]
-    vphys = offsets(M[v, M_SHAPE:M_SHAPE + nv].copy(), M[v, M_STRIDE:M_STRIDE + nv].copy())
+    # (contiguous values are read in order: no table of their offsets)
+    dense = is_contiguous(M, v) and M[v, M_NUMEL] == n
+    vphys = np.empty(0, np.int64) if dense else offsets(M[v, M_SHAPE:M_SHAPE + nv].copy(),
+                                                        M[v, M_STRIDE:M_STRIDE + nv].copy())
     acc = T[row, R_IATTR] != 0
     if dt == F32:
         _put(f32_at(data_addr(C, x), span(M, x)), phys, f32_at(data_addr(C, v), span(M, v)),
-             vphys, acc)
+             vphys, acc, dense)
     else:
         _put(f64_at(data_addr(C, x), span(M, x)), phys, f64_at(data_addr(C, v), span(M, v)),
-             vphys, acc)
+             vphys, acc, dense)
     return set_outputs1(C, out)
 
 

@@ -11,7 +11,8 @@ from .._engine.layout import (K_OK, MAXD, F32, M_DTYPE, M_NDIM, M_SHAPE, M_STRID
                               FL_VIEWLEAF, FL_PLAINVIEW, R_IATTR, R_ONDIM, R_OSHAPE, R_ODTYPE,
                               R_NIN, C_NOUTS, E_OVERFLOW)
 from .._engine.lowlevel import (jit, ctx_of, meta_of, tape_of, outs_of, iargs_of, err_of,
-                                f32_at, f64_at)
+                                f32_at, f64_at, u8_at)
+from .._engine.memory import itemsize
 from .._engine.core import (meta_new, meta_contiguous, copy_strided, data_addr, input_id,
                             set_outputs1, count_of, decref, KIND_META)
 from .._engine.core import (contiguous_strides, span, out_numel, row_grad_addr, edge_grad_addr,
@@ -477,6 +478,103 @@ def _gather_grad(G, off, shape, strides, GA, fresh):
         GA[j] += tmp[j]
 
 
+# ---------------------------------------------------------------- roll
+# One dim per row (PyTorch's RollBackward0, whose backward rolls the gradient back): each
+# of the outer blocks is two contiguous pieces moved, as bytes for every dtype (the front
+# makes a strided input contiguous and passes 0 < shift < size). Two narrows joined by cat
+# took three times PyTorch's time.
+@jit
+def _roll_blocks(shape, dim):
+    """(outer, m, inner) of a contiguous tensor of this shape around dim."""
+    outer = 1
+    for d in range(dim):
+        outer *= shape[d]
+    inner = 1
+    for d in range(dim + 1, shape.shape[0]):
+        inner *= shape[d]
+    return outer, shape[dim], inner
+
+
+@jit
+def _roll_copy(X, Y, outer, m, inner, s):
+    """Y[o, j] = X[o, (j - s) mod m], in blocks of inner elements."""
+    k = (m - s) * inner
+    h = s * inner
+    b = m * inner
+    for o in range(outer):
+        # (loops from 0 over slices, which LLVM turns into memcpy: a slice assignment
+        # copies its source first, and offset indices keep a byte loop scalar)
+        p = o * b
+        Yr = Y[p:p + h]
+        Xr = X[p + k:p + b]
+        for q in range(h):
+            Yr[q] = Xr[q]
+        Yr = Y[p + h:p + b]
+        Xr = X[p:p + k]
+        for q in range(k):
+            Yr[q] = Xr[q]
+
+
+@jit
+def _roll_add(G, GA, outer, m, inner, s):
+    """GA[o, j] += G[o, (j + s) mod m]: the gradient of _roll_copy by s."""
+    k = (m - s) * inner
+    h = s * inner
+    b = m * inner
+    for o in range(outer):
+        p = o * b
+        Ar = GA[p:p + k]
+        Gr = G[p + h:p + b]
+        for q in range(k):
+            Ar[q] += Gr[q]
+        Ar = GA[p + k:p + b]
+        Gr = G[p:p + h]
+        for q in range(h):
+            Ar[q] += Gr[q]
+
+
+def roll_fwd(caddr, row):
+    C = ctx_of(caddr)
+    M = meta_of(C)
+    T = tape_of(C)
+    a = input_id(C, row, 0)
+    nd = M[a, M_NDIM]
+    shape = M[a, M_SHAPE:M_SHAPE + nd].copy()
+    dt = M[a, M_DTYPE]
+    out = meta_contiguous(C, dt, nd, shape, False)
+    if out < 0:
+        return out
+    outer, m, inner = _roll_blocks(shape, T[row, R_IATTR])
+    w = itemsize(dt)
+    nb = outer * m * inner * w
+    _roll_copy(u8_at(data_addr(C, a), nb), u8_at(data_addr(C, out), nb), outer, m, inner * w,
+               T[row, R_IATTR + 1])
+    return set_outputs1(C, out)
+
+
+def roll_bwd(caddr, row):
+    C = ctx_of(caddr)
+    T = tape_of(C)
+    ga, fresh = grad_for_write(C, row, 0, True)
+    if ga == 0:
+        return K_OK
+    nd = T[row, R_ONDIM]
+    shape = T[row, R_OSHAPE:R_OSHAPE + nd].copy()
+    outer, m, inner = _roll_blocks(shape, T[row, R_IATTR])
+    s = T[row, R_IATTR + 1]
+    g = row_grad_addr(C, row, 0)
+    n = out_numel(T, row)
+    f32 = T[row, R_ODTYPE] == F32
+    if fresh:
+        w = 4 if f32 else 8
+        _roll_copy(u8_at(g, n * w), u8_at(ga, n * w), outer, m, inner * w, m - s)
+    elif f32:
+        _roll_add(f32_at(g, n), f32_at(ga, n), outer, m, inner, s)
+    else:
+        _roll_add(f64_at(g, n), f64_at(ga, n), outer, m, inner, s)
+    return K_OK
+
+
 def _shape_op(name, grad_fn, fwd, bwd, nin=1, diff=(0,), attrs=()):
     return register(OpDef(name, grad_fn, "custom", module=_M, fwd_fn=fwd, bwd_fn=bwd, nin=nin,
                           diff=diff, attrs=attrs))
@@ -510,6 +608,11 @@ samples("expand", "x.expand(3, 4)", "x.expand(2, 3, 4)", "x.expand_as(y)",
 _shape_op("flip", "FlipBackward0", "flip_fwd", "flip_bwd", attrs=("dims",))
 samples("flip", "x.flip(0)", "L.flip(x, (0, 1))", "x.flip(-1)",
         Sample("L.flip(x, (0, 2))", x=T(2, 3, 4)), errors=["x.flip(2)"])
+_shape_op("roll", "RollBackward0", "roll_fwd", "roll_bwd", attrs=("dim", "shift"))
+samples("roll", "x.roll(1, 0)", "L.roll(x, -1, 1)", "x.roll((1, 5), (0, 1))", "L.roll(x, 5)",
+        "x.t().roll(2, 1)", Sample("x.roll(3, -1)", x=T(2, 3, 4)),
+        Sample("L.roll(x, (1, -2), (2, 0))", x=T(2, 3, 4)),
+        errors=["x.roll(1, 2)", "x.roll((1, 2), 0)"])
 _shape_op("unbind", "UnbindBackward0", "unbind_fwd", "unbind_bwd", attrs=("dim",)).multi_view = True
 samples("unbind", "x.unbind(1)", "L.unbind(x)", "x.unbind(-1)", errors=["x.unbind(2)"])
 for _name, _grad_fn in (("select", "SelectBackward0"), ("slice", "SliceBackward0"),
