@@ -477,6 +477,20 @@ def note_break(reason):
         rec.graph_break(reason)
 
 
+def host_call(fn):
+    """Call fn() (no arguments) and return its result. While tapegrad.compile records a
+    step this is not a graph break: the call is logged, and the compiled replay stops at
+    this point of the step, Python calls fn() again and the replay goes on. fn runs
+    unrecorded, so what it does must not be part of the program: it reads and writes, in
+    place, tensors that exist outside it (a parameter's .grad, a buffer); tensors it makes
+    are not seen by the replay. nn.parallel.DistributedDataParallel averages gradients
+    with it."""
+    rec = RECORDING[0]
+    if rec is None:
+        return fn()
+    return rec.host_call(fn)
+
+
 _NATIVE = {}
 
 

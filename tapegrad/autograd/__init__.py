@@ -8,7 +8,9 @@ from ..ops.registry import OPS
 from .grad_mode import no_grad, enable_grad, inference_mode, set_grad_enabled, is_grad_enabled
 from .._front.nodes import Node, AccumulateGrad
 from .function import (Function, FunctionCtx, drive as _drive, register_hook as _register_hook,
-                       _LEAF_HOOKS, _apply_hooks)
+                       _LEAF_HOOKS, _apply_hooks, POST_BACKWARD as _POST_BACKWARD,
+                       post_backward as _post_backward,
+                       register_post_accumulate_grad_hook as _register_post_acc)
 from .._engine import sizes as _sizes
 from .._front import methods as _methods
 from .._front.creation import zeros_like as _zeros_like
@@ -189,6 +191,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         higher_order.backward(tensors, _gradients(grad_tensors, len(tensors)))
     else:
         _run_sweep(roots, seeds, [], L.MODE_BACKWARD, bool(retain_graph))
+        if _POST_BACKWARD:      # (they read the sweep's rows: not after create_graph's walk)
+            _post_backward()
     del keep
 
 
@@ -270,6 +274,8 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
                 ia[1] = -1
                 r = E.sweep(E.caddr, 1, 0, L.MODE_BACKWARD, bool(retain_graph))
                 if r >= 0 and not _LEAF_HOOKS:
+                    if _POST_BACKWARD:
+                        _post_backward()
                     return
                 if r >= 0 or r == L.E_CALLBACK or r in (L.E_NOMEM, L.E_OVERFLOW, _E_ANOMALY):
                     # (an allocation refused mid-sweep: starting over would find the
@@ -277,13 +283,16 @@ def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False,
                     if r >= 0 or r == L.E_CALLBACK:
                         r = _drive(r, bool(retain_graph))
                     if r >= 0:
+                        if _POST_BACKWARD:
+                            _post_backward()
                         return
                     raise _sweep_error(r, E.err.copy())
     backward([self], gradient, retain_graph, create_graph, inputs=inputs)
 
 
 _tensor_backward.__name__, _tensor_backward.__qualname__ = "backward", "Tensor.backward"
-_methods.methods(backward=_tensor_backward, register_hook=_register_hook)
+_methods.methods(backward=_tensor_backward, register_hook=_register_hook,
+                 register_post_accumulate_grad_hook=_register_post_acc)
 
 from . import functional  # noqa: E402  (reads grad above: imported last)
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402  (reads grad above)

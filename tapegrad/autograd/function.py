@@ -23,6 +23,32 @@ from .._front.tensor import (Tensor, run, _wrap, _wrap_leaf, _check_not_stale, _
                              LEAF_HOOKS as _LEAF_HOOKS)
 from ..ops.registry import BY_NAME
 _PRUNE_AT = [64]        # prune the registries when they grow past this
+# callables run (no arguments) after every backward() whose sweep finished, in order:
+# PyTorch's engine callbacks (Variable._execution_engine.queue_callback), kept registered.
+# DistributedDataParallel averages gradients from here; the last sweep's rows are still
+# in the engine's sweep buffer then (swept_leaves). Empty: backward() checks nothing more.
+POST_BACKWARD = []
+
+
+def post_backward():
+    """Run the POST_BACKWARD callables (after a backward() sweep finished)."""
+    for fn in list(POST_BACKWARD):
+        fn()
+
+
+def swept_leaves():
+    """The ids of the leaves the last finished backward sweep delivered gradients to
+    (an int64 array, with repeats): the leaf edges of the rows it ran, still in the sweep
+    buffer until the next sweep. Read it from a POST_BACKWARD callable."""
+    E = engine()
+    nm = int(E.swstate[L.SW_NM])
+    cap = len(E.swbuf) // 4
+    rows = E.swbuf[3 * cap:3 * cap + nm]
+    if nm == 0:
+        return rows
+    cols = [L.R_IN + k * L.IW + L.IN_T for k in range(L.MAXIN)]
+    ids = E.tape[rows][:, cols].reshape(-1)
+    return ids[ids >= 0]
 
 
 class _Record:
@@ -336,6 +362,63 @@ def register_hook(t, hook):
     return RemovableHandle(remove)
 
 
+_POST_ACC = []         # [weakref to a leaf, its post-accumulate-grad hooks], registration order
+
+
+def register_post_accumulate_grad_hook(t, hook):
+    """Call hook(tensor) after a backward() has accumulated this leaf's gradient into its
+    .grad (the hook returns None; it may change .grad in place). Returns a handle with
+    remove(). autograd.grad does not run it (it accumulates nothing), as in PyTorch. The
+    hooks run after the backward sweep, each leaf's in registration order (the order
+    across leaves may differ from PyTorch's)."""
+    note_break("register_post_accumulate_grad_hook (hooks are Python)")
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if int(engine().meta[t._i, L.M_ROW]) >= 0:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                           "tensors")
+    entry = next((e for e in _POST_ACC if e[0]() is t), None)
+    if entry is None:
+        entry = [weakref.ref(t), []]
+        _POST_ACC.append(entry)
+    entry[1].append(hook)
+    if _run_post_accumulate_hooks not in POST_BACKWARD:
+        POST_BACKWARD.append(_run_post_accumulate_hooks)
+
+    def remove():
+        if hook in entry[1]:
+            entry[1].remove(hook)
+        if not entry[1] and entry in _POST_ACC:
+            _POST_ACC.remove(entry)
+        if not _POST_ACC and _run_post_accumulate_hooks in POST_BACKWARD:
+            POST_BACKWARD.remove(_run_post_accumulate_hooks)
+    return RemovableHandle(remove)
+
+
+def _run_post_accumulate_hooks():
+    """(POST_BACKWARD) The post-accumulate-grad hooks of the leaves the sweep reached."""
+    reached = set(swept_leaves().tolist())
+    due = []
+    for entry in list(_POST_ACC):
+        t = entry[0]()
+        if t is None:
+            _POST_ACC.remove(entry)
+        elif t._i in reached and entry[1]:
+            due.append((t, list(entry[1])))
+    if not _POST_ACC and _run_post_accumulate_hooks in POST_BACKWARD:
+        POST_BACKWARD.remove(_run_post_accumulate_hooks)
+    if due:
+        note_break("post-accumulate-grad hooks run during backward (Python)")
+    for t, hooks in due:
+        for h in hooks:
+            out = h(t)
+            if isinstance(out, Tensor):
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+            if out is not None:
+                raise TypeError(f"expected Variable, but hook returned "
+                                f"'{type(out).__name__}'")
+
+
 def _apply_hooks(hooks, g):
     """Run hooks in order on g; returns the final gradient (a replacement or g)."""
     for h in list(hooks):
@@ -420,6 +503,8 @@ def drive(r, retain):
         finish_leaf_hooks()
     _maybe_prune()
     return r
+
+
 
 
 class _DelayedError(Function):

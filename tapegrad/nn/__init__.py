@@ -1,6 +1,7 @@
 """tapegrad.nn: modules, parameters, layers and losses (PyTorch spelling)."""
 # ruff: noqa: F403  (the topic modules' public names)
 from . import functional, init, utils  # noqa: F401
+from . import parallel  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 from .module import Module  # noqa: F401
 from .layers import (Sequential, ModuleList, ModuleDict, ParameterList,  # noqa: F401

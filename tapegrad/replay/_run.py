@@ -35,6 +35,8 @@ I_IADD = 9      # int64 tensor (contiguous), value: t += value (BatchNorm's batc
 I_ALT = 10      # skip: follows an I_OP of a fused op; the instructions it replaced come
                 # next, `skip` words: jumped over when the fused op ran, run when it
                 # answered E_FALLBACK (its operands are not the ones it covers)
+I_HOST = 11     # index of a host callable (Program.host): the call stops with E_HOST,
+                # Python calls it and resumes at the next instruction
 
 # header H[...]: what a call runs
 H_STEPS, H_NARGS, H_ARGSLOTS, H_ARGIDS, H_NRET, H_RETSLOTS, H_RETIDS, H_RETOWN, \
@@ -58,6 +60,7 @@ E_OPTIMIZER = -102      # an optimizer kernel refused (S_DETAIL: its status)
 E_OPT_STALE = -103      # the parameters with a gradient are not the recorded ones: Python
                         # runs that group's step eagerly (and the next call records again)
 E_GUARD = -104          # an argument is not what the plan was recorded for: nothing ran
+E_HOST = -105           # an I_HOST: Python calls the host callable, then resumes after it
 
 
 @jit
@@ -223,6 +226,8 @@ def run(caddr, haddr):
                         ids[P[pc + 2]] = t
             elif code == I_ALT:
                 n += P[pc + 2]
+            elif code == I_HOST:
+                st = E_HOST
             elif code == I_IADD:
                 t = ids[P[pc + 2]]
                 M = meta_of(C)

@@ -26,7 +26,8 @@ retain_graph) come at the same moments. A fused op's grad_fn is named after its 
 member; its next_functions are the fused op's inputs, not the intermediate nodes.
 
 Members are moved to the position of the last one, so no instruction that writes tensors
-in place (an in-place op, an optimizer step, a sweep, zero_grad) may lie in between.
+in place (an in-place op, an optimizer step, a sweep, zero_grad,
+a host call) may lie in between.
 """
 import hashlib
 import re
@@ -45,7 +46,7 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _TRIG = re.compile(r"\b(sin|cos)\(")
 _NIA_S2 = L.R_S2 - L.R_IATTR
 _ELEMENTWISE = ("unary", "binary")
-_WRITES = (X.I_OPT, X.I_IADD, X.I_GRADNONE, X.I_SWEEP)
+_WRITES = (X.I_OPT, X.I_IADD, X.I_GRADNONE, X.I_SWEEP, X.I_HOST)
 
 
 def _fusible(ins):

@@ -21,7 +21,7 @@ from .._front.generator import default_generator
 from ..ops.registry import OPS
 from .fuse import fuse as fuse_elementwise, fuse_bias
 from .recorder import (GraphBreak, PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD,
-                       PY_CONST)
+                       PY_CONST, PY_HOST)
 from ..optim.optimizer import Optimizer
 
 with kernel_cache():
@@ -61,6 +61,7 @@ class Program:
         self.optim = []             # (optimizer, group index, ids table, hyper array,
                                     #  ids of the group's parameters the table left out)
         self.rand = []              # dropout draws, in order (each per step)
+        self.host = []              # host callables (state.host_call), by I_HOST index
         code = []
         uses = []                   # per instruction: slots read
         defs = []                   # per instruction: slots defined
@@ -185,6 +186,11 @@ class Program:
                     s = resolve(x, "an integer add_")
                     code.append([X.I_IADD, 4, s, y])
                     uses.append([s])
+                    defs.append([])
+                elif what == PY_HOST:
+                    self.host.append(rec.objects[x])
+                    code.append([X.I_HOST, 3, len(self.host) - 1])
+                    uses.append([])
                     defs.append([])
                 elif what == PY_CONST:          # (no instruction: a constant of the plan)
                     s = where[x] = self._slot(_EXT)
@@ -520,6 +526,16 @@ class Runner:
                 return
             if r == X.E_GUARD:
                 raise GuardMiss
+            if r == X.E_HOST:           # a host call: Python's part, then on after it
+                pc = int(self.state[X.S_PC])
+                try:
+                    self.pg.host[int(self.pg.prog[pc + 2])]()
+                except BaseException:
+                    self._abandon()
+                    raise
+                self.state[X.S_PC] = pc + int(self.pg.prog[pc + 1])
+                r = None
+                continue
             from ..autograd.function import drive
             from ..autograd import _sweep_error
             if r in _RETRY:

@@ -12,7 +12,7 @@ import numpy as np
 from .._engine import layout as L
 from .._engine.state import engine, RECORDING, note_break  # noqa: F401  (its users' name)
 
-PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD, PY_CONST = 1, 2, 3, 4, 5, 6
+PY_OPT, PY_GRAD, PY_GRADNONE, PY_RAND, PY_IADD, PY_CONST, PY_HOST = 1, 2, 3, 4, 5, 6, 7
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LOG_WORDS = 1 << 20
 
@@ -124,6 +124,15 @@ class Recorder:
         self.held.append(t)
         self.event(PY_CONST, t._i, len(self.held) - 1)
         return t
+
+    def host_call(self, fn):
+        """fn() (state.host_call while recording): logged, so the replay calls fn at this
+        point of the step, then run now, unrecorded (what it does is not part of the
+        program: it works in place on tensors the program does not make or free)."""
+        self.objects.append(fn)
+        self.event(PY_HOST, len(self.objects) - 1, 0)
+        with self.paused():
+            return fn()
 
     def int_add(self, t, value):
         self.event(PY_IADD, t, value)
