@@ -10,7 +10,8 @@ from .._front.nodes import Node, AccumulateGrad
 from .function import (Function, FunctionCtx, drive as _drive, register_hook as _register_hook,
                        _LEAF_HOOKS, _apply_hooks, POST_BACKWARD as _POST_BACKWARD,
                        post_backward as _post_backward,
-                       register_post_accumulate_grad_hook as _register_post_acc)
+                       register_post_accumulate_grad_hook as _register_post_acc,
+                       FREED_GRAPH as _FREED_GRAPH)
 from .._engine import sizes as _sizes
 from .._front import methods as _methods
 from .._front.creation import zeros_like as _zeros_like
@@ -83,12 +84,7 @@ def _sweep_error(code, err):
     if code in (L.E_FREED, L.E_VERSION):     # (a row's error: anomaly mode names its forward)
         _anomaly.warn_row(int(err[0]), stacklevel=4)
     if code == L.E_FREED:
-        return RuntimeError(
-            "Trying to backward through the graph a second time (or directly access saved "
-            "tensors after they have already been freed). Saved intermediate values of the "
-            "graph are freed when you call .backward() or autograd.grad(). Specify "
-            "retain_graph=True if you need to backward through the graph a second time or if "
-            "you need to access saved tensors after calling backward.")
+        return RuntimeError(_FREED_GRAPH)
     if code == L.E_VERSION:
         saved, now, expected = (int(x) for x in err[1:4])
         if is_anomaly_enabled():    # (PyTorch's hints: the warning above names the row)

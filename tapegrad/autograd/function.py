@@ -84,6 +84,13 @@ def _maybe_prune():
 
 
 # ---------------------------------------------------------------- Function
+# PyTorch's words for a backward through a graph whose saved values a backward freed
+FREED_GRAPH = ("Trying to backward through the graph a second time (or directly access saved "
+               "tensors after they have already been freed). Saved intermediate values of the "
+               "graph are freed when you call .backward() or autograd.grad(). Specify "
+               "retain_graph=True if you need to backward through the graph a second time or "
+               "if you need to access saved tensors after calling backward.")
+
 class FunctionCtx:
     """What forward() leaves for backward(): saved tensors (version-checked when read),
     needs_input_grad, and any attributes the user sets."""
@@ -111,12 +118,7 @@ class FunctionCtx:
         """The tensors given to save_for_backward (refused if one was changed in place
         since)."""
         if self._freed:
-            raise RuntimeError(
-                "Trying to backward through the graph a second time (or directly access saved "
-                "tensors after they have already been freed). Saved intermediate values of the "
-                "graph are freed when you call .backward() or autograd.grad(). Specify "
-                "retain_graph=True if you need to backward through the graph a second time or "
-                "if you need to access saved tensors after calling backward.")
+            raise RuntimeError(FREED_GRAPH)
         for i, (t, v) in enumerate(zip(self._saved, self._versions)):
             if t is not None and t._version != v:
                 raise RuntimeError(
@@ -248,12 +250,7 @@ def _sum_to(g, shape):
 def _run_function(row, retain):
     rec = _FUNCTION_ROWS.get(row)
     if rec is None or rec.ctx._freed:
-        raise RuntimeError(
-            "Trying to backward through the graph a second time (or directly access saved "
-            "tensors after they have already been freed). Saved intermediate values of the "
-            "graph are freed when you call .backward() or autograd.grad(). Specify "
-            "retain_graph=True if you need to backward through the graph a second time or if "
-            "you need to access saved tensors after calling backward.")
+        raise RuntimeError(FREED_GRAPH)
     cls, ctx = rec.cls, rec.ctx
     grads = []
     for o in rec.outputs:

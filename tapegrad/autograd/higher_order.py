@@ -24,7 +24,9 @@ from .._engine import layout as L
 from .._engine import core
 from .._engine.state import engine, GRAD_MODE
 from .._front.tensor import Tensor, _wrap, _wrap_leaf, _check_not_stale
+from .._front.indexing import _contiguous_strides
 from .._front.nodes import FUNCTION_ROWS, ROW_HOOKS
+from .function import FREED_GRAPH
 from .._front.tensor import LEAF_HOOKS
 from ..ops.registry import OPS
 
@@ -356,14 +358,6 @@ def _vjp_permute(row, gout):
     for i, p in enumerate(perm):
         inv[p] = i
     return [gout[0].permute(*inv)]
-
-
-def _contiguous_strides(shape):
-    out, n = [], 1
-    for s in reversed(shape):
-        out.append(n)
-        n *= s
-    return out[::-1]
 
 
 def _place(g, d, start, step, n):
@@ -833,8 +827,7 @@ def _function_vjp(row, gout):
     it is differentiable again (PyTorch's rule; once_differentiable refuses)."""
     rec = FUNCTION_ROWS.get(row.r)
     if rec is None or rec.ctx._freed:
-        raise RuntimeError("Trying to backward through the graph a second time (or directly "
-                           "access saved tensors after they have already been freed).")
+        raise RuntimeError(FREED_GRAPH)
     cls, ctx = rec.cls, rec.ctx
     grads = []
     for o in rec.outputs:
@@ -882,12 +875,7 @@ def run(roots, seeds, leaf_targets=None, row_targets=None):
         r = stack.pop()
         T = tape[r].tolist()
         if T[L.R_STATE] & L.RS_RELEASED:
-            raise RuntimeError(
-                "Trying to backward through the graph a second time (or directly access saved "
-                "tensors after they have already been freed). Saved intermediate values of the "
-                "graph are freed when you call .backward() or autograd.grad(). Specify "
-                "retain_graph=True if you need to backward through the graph a second time or "
-                "if you need to access saved tensors after calling backward.")
+            raise RuntimeError(FREED_GRAPH)
         for k in range(T[L.R_NIN]):
             base = L.R_IN + k * L.IW
             pr = T[base + L.IN_ROW]
