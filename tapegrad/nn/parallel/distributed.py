@@ -11,13 +11,13 @@ Where the reduction runs: tapegrad's backward is one compiled sweep, and Python 
 gradients only after it, so communication cannot overlap the sweep as in PyTorch (where
 each parameter's hook fires as its gradient is made). Instead a callback registered in
 tapegrad.autograd.function.POST_BACKWARD runs after each sweep: it reads which leaves the
-sweep reached (swept_leaves), copies each bucket's gradients (times 1 / world size, as
-PyTorch's reducer) into the bucket's flat buffer and launches its non-blocking
-all-reduce as soon as the bucket is filled, before filling the next; then it waits for
-them all and copies the averages back into .grad. (Open MPI moves a non-blocking
-collective forward only inside MPI calls, so the transfers happen mostly in the waits.) The reduction is a host call (tapegrad._engine.state.host_call), so a training
-step compiled with tapegrad.compile replays it at the same point of the step, in one
-compiled call per step.
+sweep reached (swept_leaves), and bucket by bucket scales each gradient by 1 / world size
+(as PyTorch's reducer) and all-reduces it in place. The all-reduces are blocking: with the
+sweep over nothing is left to overlap them with, Open MPI moves a non-blocking collective
+forward only inside MPI calls, and for these sizes the blocking call is the faster. The reduction is a host
+call (tapegrad._engine.state.host_call), so a training step compiled with
+tapegrad.compile replays it at the same point of the step, in one compiled call per
+step.
 """
 import contextlib
 import warnings
@@ -87,21 +87,12 @@ def _bucket_assignment(params, limits):
 
 
 class _Bucket:
-    """A flat buffer (a tapegrad tensor, which MPI reads and writes directly) holding the
-    gradients of some parameters of one dtype."""
+    """The parameters (indices) of one dtype whose gradients are reduced together, as one
+    of PyTorch's buckets."""
 
     def __init__(self, params, idx):
         self.idx = list(idx)
         self.dtype = params[self.idx[0]].dtype
-        self.slices = []
-        off = 0
-        for i in self.idx:
-            n = params[i].numel()
-            self.slices.append((off, off + n))
-            off += n
-        self.numel = off
-        self.tensor = zeros(off, dtype=self.dtype)
-        self.array = _array_of(self.tensor)
 
 
 class _Reduction:
@@ -316,7 +307,8 @@ class DistributedDataParallel(Module):
         self._buckets = [_Bucket(self._params, idx)
                          for idx in _bucket_assignment(self._params, self._bucket_limits)]
         self._layout = self._param_layout()
-        self._inv = {b.dtype: np.asarray(1.0 / self._world, b.array.dtype)
+        self._inv = {b.dtype: np.asarray(1.0 / self._world,
+                                         _array_of(self._params[b.idx[0]]).dtype)
                      for b in self._buckets}
 
     def _param_layout(self):
@@ -472,10 +464,8 @@ class DistributedDataParallel(Module):
             self._eager_sync = None
 
     def _reduce(self, buckets, local_used):
-        """Average the gradients of the parameters of `buckets` over the ranks: each
-        bucket is filled (times 1 / world size) and its all-reduce launched before the
-        next is filled; then each is waited for and copied back. With unused parameter
-        detection, the ranks first agree which parameters any rank used: the others'
+        """Average the gradients of the parameters of `buckets` over the ranks, in place
+        (times 1 / world size, then summed). With unused parameter detection, the ranks first agree which parameters any rank used: the others'
         .grad stay as they are (None stays None)."""
         sync = self._eager_sync
         if sync is None:                # (a compiled replay: the flag now decides)
@@ -493,25 +483,17 @@ class DistributedDataParallel(Module):
             with dist._unchecked():     # (the ranks' buckets were verified at wrap time)
                 dist.all_reduce(u, op=dist.ReduceOp.MAX, group=group)
             used = _array_of(u).astype(bool)
-        works = []
+        # Bucket by bucket, each gradient is scaled and all-reduced where it is (.grad is
+        # contiguous): no copies into a flat buffer and back, which cost more than the
+        # transfer. The all-reduces are blocking: nothing is left to overlap them with
+        # (the sweep is over, and Open MPI moves a non-blocking collective forward only
+        # inside MPI calls), and for these sizes the blocking call is the faster.
         for k in buckets:
             b = self._buckets[k]
             if used is not None and not used[b.idx].any():
                 continue                # (unused on every rank: every rank skips it)
-            arr, inv = b.array, self._inv[b.dtype]
-            for i, (lo, hi) in zip(b.idx, b.slices):
-                g = grads[i]
-                if g is None:
-                    arr[lo:hi] = 0
-                else:
-                    np.multiply(_array_of(g).reshape(-1), inv, out=arr[lo:hi])
-            with dist._unchecked():
-                works.append((b, dist.all_reduce(b.tensor, op=dist.ReduceOp.SUM, group=group,
-                                                 async_op=True)))
-        for b, work in works:
-            work.wait()
-            arr = b.array
-            for i, (lo, hi) in zip(b.idx, b.slices):
+            inv = self._inv[b.dtype]
+            for i in b.idx:
                 if used is not None and not used[i]:
                     continue
                 g = grads[i]
@@ -520,7 +502,9 @@ class DistributedDataParallel(Module):
                     g = zeros(p.shape, dtype=p.dtype)
                     p.grad = g
                 a = _array_of(g)
-                a[...] = arr[lo:hi].reshape(a.shape)
+                np.multiply(a, inv, out=a)
+                with dist._unchecked():
+                    dist.all_reduce(g, op=dist.ReduceOp.SUM, group=group)
 
     # ------------------------------------------------------------ refused
     def join(self, divide_by_initial_world_size=True, enable=True,
