@@ -25,8 +25,17 @@ def _mlp(lib, sizes, act, seed):
     return lib.nn.Sequential(*layers)
 
 
-def _params(model):
-    return {name: _np(p) for name, p in model.named_parameters()}
+def _training_impl(step, model):
+    """The harness's view of a training step: n steps timed, or one step's loss and the
+    parameters after it compared across libraries."""
+    def loop(n):
+        for _ in range(n):
+            step()
+
+    def values():
+        loss = _np(step())
+        return dict(loss=loss, **{name: _np(p) for name, p in model.named_parameters()})
+    return Impl(values, loop)
 
 
 class PINNStep(Workload):
@@ -50,14 +59,7 @@ class PINNStep(Workload):
             loss.backward()
             opt.step()
             return loss
-
-        def loop(n):
-            for _ in range(n):
-                step()
-
-        def values():
-            return dict(loss=_np(step()), **_params(model))
-        return Impl(values, loop)
+        return _training_impl(step, model)
 
 
 class GradientPenaltyStep(Workload):
@@ -84,14 +86,7 @@ class GradientPenaltyStep(Workload):
             loss.backward()
             opt.step()
             return loss
-
-        def loop(n):
-            for _ in range(n):
-                step()
-
-        def values():
-            return dict(loss=_np(step()), **_params(critic))
-        return Impl(values, loop)
+        return _training_impl(step, critic)
 
 
 class HessianVectorProduct(Workload):
