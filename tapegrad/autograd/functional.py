@@ -224,16 +224,24 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     return _finish(outputs, is_outputs_tuple, res, is_outputs_tuple, create_graph)
 
 
+def _first_gradient(func, inputs, v, create_graph, strict, api):
+    """vhp's and hvp's common start (in grad mode): the checked inputs and v, func's
+    scalar output and its gradient, recorded."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", api)
+    inputs = _preprocess(inputs, create_graph, True)
+    v = _input_v(v, inputs, is_inputs_tuple, create_graph, api)
+    is_outputs_tuple, outputs = _scalar_outputs(func, inputs, api, strict)
+    jac = _autograd_grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict)
+    return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac
+
+
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), v^T H): the vector-Hessian product of the scalar function func at
     inputs (func returns a single one-element Tensor), shaped like the inputs."""
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vhp")
-        inputs = _preprocess(inputs, create_graph, True)
-        v = _input_v(v, inputs, is_inputs_tuple, create_graph, "vhp")
-        is_outputs_tuple, outputs = _scalar_outputs(func, inputs, "vhp", strict)
-        jac = _autograd_grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict)
+        is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _first_gradient(
+            func, inputs, v, create_graph, strict, "vhp")
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         res = _fill_in_zeros(_autograd_grad(jac, inputs, v, create_graph), inputs, strict,
                              create_graph, "double_back")
@@ -245,12 +253,8 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     inputs, shaped like the inputs; by the double-backward trick, as PyTorch computes it
     (equal to vhp's for a twice continuously differentiable func, and slower)."""
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
-        inputs = _preprocess(inputs, create_graph, True)
-        v = _input_v(v, inputs, is_inputs_tuple, create_graph, "hvp")
-        is_outputs_tuple, outputs = _scalar_outputs(func, inputs, "hvp", strict)
-        jac = _autograd_grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict)
+        is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _first_gradient(
+            func, inputs, v, create_graph, strict, "hvp")
         grad_jac = tuple(zeros_like(t, requires_grad=True) for t in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
