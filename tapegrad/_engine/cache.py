@@ -141,10 +141,19 @@ def source_key(path):
             seen.add(p)
             todo.extend(_imports(p))
     h = hashlib.sha256()
-    for p in sorted(seen):
+    for p in sorted(seen, key=_order):
         h.update(os.path.basename(p).encode())
         h.update(_source(p))
     return h.hexdigest()[:16]
+
+
+def _order(path):
+    """Where a file goes in a key's hash: by its place in the package (a generated file
+    first), never by the absolute path, which sorts the package's files and the cache's
+    generated ones differently from one clone, cache directory or machine to the next."""
+    if os.path.dirname(path) == _REAL_GENERATED:
+        return (0, os.path.basename(path))
+    return (1, os.path.relpath(path, os.path.dirname(_REAL_PKG)))
 
 
 def kernel_dir(py_file):

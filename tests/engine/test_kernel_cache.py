@@ -353,3 +353,32 @@ def test_cold_start_loads_only_the_kernels_it_uses():
     assert set(report["ops"]) == {"mul", "sum"}
     assert not {"cross_entropy", "nll_loss", "softmax", "log_softmax", "gather"} & \
         set(report["ops"])
+
+
+def test_a_generated_kernels_key_does_not_depend_on_where_the_package_is(tmp_path):
+    """A generated module's key hashes its files in the package's order: the same key
+    from a clone whose path sorts before the cache directory's and from one whose path
+    sorts after it (by absolute paths, a second clone found the first one's generated
+    kernels unusable)."""
+    import shutil
+    from tapegrad._engine import cache
+    import tapegrad as tg
+    x = tg.ones(2, requires_grad=True)
+    (x.tanh() * 2).sum().backward()         # (a generated module exists)
+    name = sorted(os.listdir(cache.GENERATED_DIR))[0]
+    source = os.path.join(cache.GENERATED_DIR, name)
+    program = ("import os, shutil; from tapegrad._engine import cache; "
+               "os.makedirs(cache.GENERATED_DIR, exist_ok=True); "
+               f"p = shutil.copy({source!r}, cache.GENERATED_DIR); "
+               "print(cache.source_key(p))")
+    keys = []
+    for where in ("a", "zz"):           # around the cache directory, m_cache
+        root = tmp_path / where
+        shutil.copytree(os.path.join(REPO_ROOT, "tapegrad"), root / "tapegrad",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        env = dict(os.environ, PYTHONPATH=str(root),
+                   TAPEGRAD_CACHE_DIR=str(tmp_path / "m_cache"))
+        out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                             env=env, cwd=str(root), timeout=600, check=True)
+        keys.append(out.stdout.strip().splitlines()[-1])
+    assert keys[0] == keys[1], keys
