@@ -54,10 +54,9 @@ def test_grad_and_value_has_aux_and_nesting():
         x = L.tensor(X)
         g, (v, aux) = L.func.grad_and_value(lambda x: (f(L, x, L.tensor(Y)), x * 2),
                                             has_aux=True)(x)
-        h = L.func.grad(L.func.grad(lambda x: (x.exp() * x).sum().sin()
-                                    if False else (x.exp() * x).sum()))
-        return [g, v, aux, L.func.grad(lambda x: L.func.grad(
-            lambda z: (z.sin() * z).sum())(x).pow(2).sum())(x)]
+        nested = L.func.grad(lambda x: L.func.grad(lambda z: (z.sin() * z).sum())(x)
+                             .pow(2).sum())(x)
+        return [g, v, aux, nested]
     _both(program)
 
 
