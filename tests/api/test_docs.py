@@ -13,8 +13,9 @@ import types
 
 NAMESPACES = ("tapegrad", "tapegrad.nn", "tapegrad.nn.functional", "tapegrad.nn.init",
               "tapegrad.nn.utils", "tapegrad.optim", "tapegrad.optim.lr_scheduler",
-              "tapegrad.autograd", "tapegrad.testing", "tapegrad.utils.data",
-              "tapegrad.viz")
+              "tapegrad.autograd", "tapegrad.autograd.functional", "tapegrad.func",
+              "tapegrad.distributed", "tapegrad.nn.parallel", "tapegrad.testing",
+              "tapegrad.utils.data", "tapegrad.viz")
 
 # Public callables that carry no docstring on purpose, each with the reason.
 _KERNEL = ("a compiled Numba update kernel the optimizer calls (not PyTorch API); its "
